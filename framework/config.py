@@ -1,0 +1,133 @@
+"""Settings from ``conf/deltamark.yaml``, validated all at once.
+
+Precedence, highest first: CLI options, environment (``DELTAMARK_CONF_DIR``,
+``DELTAMARK_STATE_ROOT``), ``conf/local.yaml`` (git-ignored, for secrets and machine
+specifics), ``conf/deltamark.yaml``, built-in defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+
+from framework.errors import ConfigError
+
+__all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings"]
+
+DeltaMode = Literal["auto", "native", "embedded"]
+
+SETTINGS_FILE = "deltamark.yaml"
+LOCAL_FILE = "local.yaml"
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How deltamark builds its SparkSession."""
+
+    master: str = "local[*]"
+    app_name: str = "deltamark"
+    conf: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything deltamark reads from configuration."""
+
+    conf_dir: Path = Path("conf")
+    state_root: Path = Path("data/state")
+    delta: DeltaMode = "auto"
+    spark: SparkSettings = field(default_factory=SparkSettings)
+
+
+def load_settings(
+    *, conf_dir: str | Path | None = None, state_root: str | Path | None = None
+) -> Settings:
+    """Read and validate the settings; every problem is reported in one ``ConfigError``.
+
+    Args:
+        conf_dir: overrides ``DELTAMARK_CONF_DIR`` and the default ``conf``.
+        state_root: overrides ``DELTAMARK_STATE_ROOT`` and the file's ``state_root``.
+
+    Raises:
+        ConfigError: naming the file and each bad key.
+    """
+    directory = Path(conf_dir or os.environ.get("DELTAMARK_CONF_DIR") or "conf")
+    raw: dict[str, Any] = {}
+    for name in (SETTINGS_FILE, LOCAL_FILE):
+        raw = _merge(raw, _read_yaml(directory / name))
+    env_root = os.environ.get("DELTAMARK_STATE_ROOT")
+    if state_root is not None or env_root:
+        raw["state_root"] = str(state_root or env_root)
+    return _parse(raw, source=str(directory / SETTINGS_FILE), conf_dir=directory)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(str(path), [f"not valid YAML ({exc})".replace("\n", " ")]) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), ["the top level must be a mapping of keys"])
+    return data
+
+
+def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(dict(merged[key]), value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
+    problems: list[str] = []
+    known = {"state_root", "delta", "spark"}
+    problems += [f"unknown key '{key}' (known: {', '.join(sorted(known))})"
+                 for key in raw if key not in known]
+
+    delta = raw.get("delta", "auto")
+    if delta not in get_args(DeltaMode):
+        problems.append(f"delta: '{delta}' is not one of auto, native, embedded")
+
+    state_root = raw.get("state_root", "data/state")
+    if not isinstance(state_root, str) or not state_root:
+        problems.append("state_root: must be a non-empty path")
+
+    spark_raw = raw.get("spark") or {}
+    spark = SparkSettings()
+    if not isinstance(spark_raw, Mapping):
+        problems.append("spark: must be a mapping with master, app_name, conf")
+    else:
+        spark_known = {"master", "app_name", "conf"}
+        problems += [f"unknown key 'spark.{key}' (known: {', '.join(sorted(spark_known))})"
+                     for key in spark_raw if key not in spark_known]
+        for key in ("master", "app_name"):
+            if key in spark_raw and not isinstance(spark_raw[key], str):
+                problems.append(f"spark.{key}: must be a string")
+        conf = spark_raw.get("conf") or {}
+        if not isinstance(conf, Mapping):
+            problems.append("spark.conf: must be a mapping of Spark property -> value")
+            conf = {}
+        spark = SparkSettings(
+            master=str(spark_raw.get("master", spark.master)),
+            app_name=str(spark_raw.get("app_name", spark.app_name)),
+            conf={str(k): _conf_value(v) for k, v in conf.items()},
+        )
+
+    if problems:
+        raise ConfigError(source, problems)
+    return Settings(conf_dir=conf_dir, state_root=Path(state_root), delta=delta, spark=spark)
+
+
+def _conf_value(value: Any) -> str:
+    # YAML turns `true` into a bool; Spark wants the lower-case string.
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -1,0 +1,55 @@
+"""Delta tables from Spark, on the native (delta-spark) or embedded (delta-rs) path.
+
+    engine = delta_engine(spark, "auto")
+    engine.write(df, "data/lake/orders", txn=AppTransaction("orders_ingest", 7))
+    engine.read("data/lake/orders", version=3, filters=[("day", ">=", "2024-01-01")])
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from framework.config import DeltaMode
+from framework.delta.embedded import EmbeddedEngine
+from framework.delta.engine import DeltaEngine, WriteMode, WriteResult
+from framework.delta.filters import Filter, InvalidFilterError
+from framework.delta.log import AppTransaction, Commit
+from framework.delta.native import NativeEngine, native_available
+from framework.errors import DeltaEngineUnavailableError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "AppTransaction",
+    "Commit",
+    "DeltaEngine",
+    "EmbeddedEngine",
+    "Filter",
+    "InvalidFilterError",
+    "NativeEngine",
+    "WriteMode",
+    "WriteResult",
+    "delta_engine",
+    "native_available",
+]
+
+
+def delta_engine(spark: SparkSession, mode: DeltaMode = "auto") -> DeltaEngine:
+    """The Delta path for ``spark``: ``auto`` picks native when Delta's classes are loaded.
+
+    Raises:
+        DeltaEngineUnavailableError: ``native`` was asked for but Delta's jars are absent.
+    """
+    if mode == "embedded":
+        return EmbeddedEngine(spark)
+    if native_available(spark):
+        return NativeEngine(spark)
+    if mode == "native":
+        raise DeltaEngineUnavailableError(
+            "delta: native needs Delta's classes on the Spark session, and they are not "
+            "there (io.delta.tables.DeltaTable not found, or spark.sql.extensions lacks "
+            "io.delta.sql.DeltaSparkSessionExtension). List delta-spark_2.13-4.4.1.jar and "
+            "delta-storage-4.4.1.jar in spark.conf spark.jars, or set delta: embedded."
+        )
+    return EmbeddedEngine(spark)

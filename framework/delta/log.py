@@ -1,0 +1,336 @@
+"""The one place that talks to delta-rs (the ``deltalake`` package).
+
+Everything else in deltamark sees plain data (``Snapshot``, ``DataFile``, ``Commit``) and
+calls these functions; no other module imports ``deltalake``.
+
+Never call ``DeltaTable.to_pyarrow_table()`` here: processes that do abort at exit about
+half the time (delta-rs issue 2184). Rows are read with pyarrow from the snapshot's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.transaction import AddAction, create_table_with_add_actions
+
+from framework import errors
+
+__all__ = [
+    "AppTransaction",
+    "Commit",
+    "DataFile",
+    "NewFile",
+    "Snapshot",
+    "append_rows",
+    "commit_files",
+    "history",
+    "is_table",
+    "maintain",
+    "query",
+    "read_rows",
+    "snapshot",
+    "table_version",
+    "transaction_version",
+]
+
+# Reader features whose meaning lives in the log only; delta-rs resolves them for us.
+LOG_ONLY_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+# Every commit deltamark makes carries this key, so it can find its own version afterwards.
+WRITE_ID_KEY = "deltamarkWriteId"
+
+
+@dataclass(frozen=True)
+class AppTransaction:
+    """A Delta app transaction: this write is version ``version`` of writer ``app_id``."""
+
+    app_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live data file of a snapshot, with what the log says about it."""
+
+    path: str  # absolute local path
+    size: int
+    partition_values: Mapping[str, Any]
+    num_records: int | None
+    min_values: Mapping[str, Any]
+    max_values: Mapping[str, Any]
+    null_counts: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A Parquet file written by deltamark, to be added by ``commit_files``."""
+
+    relative_path: str  # as on disk, relative to the table root
+    size: int
+    partition_values: Mapping[str, str | None]  # Delta's string form; None = null
+    modification_time_ms: int
+    stats_json: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A table at one version: schema (Spark/Delta JSON), partitioning, live files."""
+
+    path: str
+    version: int
+    schema_json: str
+    partition_columns: tuple[str, ...]
+    files: tuple[DataFile, ...]
+    reader_features: frozenset[str] = field(default_factory=frozenset)
+    configuration: Mapping[str, str | None] = field(default_factory=dict)
+
+    def unsupported_features(self) -> list[str]:
+        """Features that change how data files must be read, so Parquet alone is wrong."""
+        found = sorted(self.reader_features - LOG_ONLY_READER_FEATURES)
+        mapping = self.configuration.get("delta.columnMapping.mode") or "none"
+        if mapping != "none" and "columnMapping" not in found:
+            found.append(f"columnMapping ({mapping})")
+        return found
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One entry of a table's history."""
+
+    version: int
+    timestamp: datetime
+    operation: str
+    user_metadata: Mapping[str, Any]
+    info: Mapping[str, Any]
+
+
+def is_table(path: str | os.PathLike[str]) -> bool:
+    return DeltaTable.is_deltatable(str(path))
+
+
+def _open(path: str, version: int | None = None) -> DeltaTable:
+    try:
+        return DeltaTable(path, version=version)
+    except TableNotFoundError as exc:
+        if version is not None and is_table(path):
+            raise errors.VersionNotFoundError(path, f"version {version}", str(exc)) from exc
+        raise errors.TableNotFoundError(path) from exc
+
+
+def snapshot(
+    path: str, *, version: int | None = None, timestamp: datetime | str | None = None
+) -> Snapshot:
+    """Load the table's state at the latest version, ``version`` or ``timestamp``.
+
+    Raises:
+        TableNotFoundError, VersionNotFoundError
+    """
+    table = _open(path, version)
+    if timestamp is not None:
+        try:
+            table.load_as_version(timestamp)
+        except (DeltaError, ValueError) as exc:
+            raise errors.VersionNotFoundError(path, f"timestamp {timestamp}", str(exc)) from exc
+    metadata = table.metadata()
+    protocol = table.protocol()
+    return Snapshot(
+        path=path,
+        version=table.version(),
+        schema_json=table.schema().to_json(),
+        partition_columns=tuple(metadata.partition_columns),
+        files=tuple(_data_files(path, table, metadata.partition_columns)),
+        reader_features=frozenset(protocol.reader_features or ()),
+        configuration=dict(metadata.configuration),
+    )
+
+
+def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]):
+    try:
+        actions = pa.table(table.get_add_actions(flatten=True))
+    except DeltaError:  # a table with no files at all
+        return
+    for row in actions.to_pylist():
+        yield DataFile(
+            path=os.path.join(path, unquote(row["path"])),
+            size=row["size_bytes"],
+            partition_values={c: row.get(f"partition.{c}") for c in partition_columns},
+            num_records=row.get("num_records"),
+            min_values=_prefixed(row, "min."),
+            max_values=_prefixed(row, "max."),
+            null_counts=_prefixed(row, "null_count."),
+        )
+
+
+def _prefixed(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    return {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
+
+
+def table_version(path: str) -> int | None:
+    """The latest version, or None when there is no table at ``path``."""
+    return _open(path).version() if is_table(path) else None
+
+
+def transaction_version(path: str, app_id: str) -> int | None:
+    """The highest app-transaction version ``app_id`` committed to the table, if any."""
+    return _open(path).transaction_version(app_id) if is_table(path) else None
+
+
+def history(path: str, *, limit: int | None = None) -> list[Commit]:
+    """Commits newest first; ``user_metadata`` is the commit's parsed ``userMetadata``."""
+    commits = []
+    for info in _open(path).history(limit):
+        raw = info.get("userMetadata")
+        try:
+            user_metadata = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            user_metadata = {"userMetadata": raw}
+        commits.append(
+            Commit(
+                version=info["version"],
+                timestamp=datetime.fromtimestamp(info["timestamp"] / 1000).astimezone(),
+                operation=info.get("operation", ""),
+                user_metadata=user_metadata,
+                info=info,
+            )
+        )
+    return commits
+
+
+def _commit_properties(
+    txn: AppTransaction | None, user_metadata: Mapping[str, Any] | None, write_id: str
+) -> CommitProperties:
+    custom = {WRITE_ID_KEY: write_id}
+    if user_metadata:
+        custom["userMetadata"] = json.dumps(dict(user_metadata), default=str)
+    apps = [Transaction(txn.app_id, txn.version)] if txn else None
+    return CommitProperties(custom_metadata=custom, app_transactions=apps)
+
+
+def _version_of(path: str, write_id: str) -> int:
+    """The version our commit got (other writers may have committed right after it)."""
+    for info in DeltaTable(path).history(50):
+        if info.get(WRITE_ID_KEY) == write_id:
+            return info["version"]
+    raise errors.WriteConflictError(path, f"commit {write_id} not found in recent history")
+
+
+def commit_files(
+    path: str,
+    files: Sequence[NewFile],
+    *,
+    mode: Literal["append", "overwrite"],
+    schema_json: str,
+    partition_by: Sequence[str],
+    replace_where: Sequence[tuple[str, str, Any]] | None = None,
+    txn: AppTransaction | None = None,
+    user_metadata: Mapping[str, Any] | None = None,
+) -> int:
+    """Add ``files`` to the table in ONE commit (creating the table if needed).
+
+    ``overwrite`` removes every live file, or with ``replace_where`` (partition filters)
+    only the files of matching partitions; a changed schema is part of that commit.
+    Returns the new table version.
+
+    Raises:
+        WriteConflictError: the commit was refused.
+    """
+    from deltalake import Schema
+
+    schema = Schema.from_json(schema_json)
+    adds = [
+        AddAction(f.relative_path, f.size, dict(f.partition_values), f.modification_time_ms,
+                  True, f.stats_json)
+        for f in files
+    ]
+    write_id = uuid.uuid4().hex
+    properties = _commit_properties(txn, user_metadata, write_id)
+    try:
+        if not is_table(path):
+            create_table_with_add_actions(path, schema, adds, mode="error",
+                                          partition_by=list(partition_by) or None,
+                                          commit_properties=properties)
+        else:
+            filters = [(c, op, _filter_value(v)) for c, op, v in replace_where or ()] or None
+            DeltaTable(path).create_write_transaction(
+                adds, mode, schema, list(partition_by) or None, filters,
+                commit_properties=properties)
+    except (CommitFailedError, DeltaError) as exc:
+        raise errors.WriteConflictError(path, f"commit refused: {exc}") from exc
+    return _version_of(path, write_id)
+
+
+def add_columns(path: str, schema_json: str) -> None:
+    """Add the new (nullable) top-level columns of ``schema_json`` to the table schema."""
+    from deltalake import Field, Schema
+
+    table = DeltaTable(path)
+    existing = {f.name for f in table.schema().fields}
+    new = [f for f in Schema.from_json(schema_json).fields if f.name not in existing]
+    if new:
+        table.alter.add_columns([Field.from_json(f.to_json()) for f in new])
+
+
+def _filter_value(value: Any) -> str | list[str]:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [str(v) for v in value]
+    return str(value)
+
+
+# --- small tables deltamark owns (state tables) ---------------------------------------
+
+
+def append_rows(path: str, rows: pa.Table, *, user_metadata: Mapping[str, Any] | None = None,
+                txn: AppTransaction | None = None) -> int:
+    """Append an Arrow table in one commit (creating the table); returns the new version."""
+    write_id = uuid.uuid4().hex
+    write_deltalake(path, rows, mode="append", schema_mode="merge",
+                    commit_properties=_commit_properties(txn, user_metadata, write_id))
+    return _version_of(path, write_id)
+
+
+def read_rows(path: str, *, version: int | None = None,
+              filters: Sequence[tuple[str, str, Any]] | None = None) -> pa.Table | None:
+    """All rows of an unpartitioned table (at ``version``), or None if there is no table."""
+    if not is_table(path):
+        return None
+    table = _open(path, version)
+    schema = pa.schema(table.schema().to_arrow())
+    uris = table.file_uris()
+    if not uris:
+        return schema.empty_table()
+    dataset_filters = list(filters) if filters else None
+    rows = pq.read_table(uris, filters=dataset_filters, schema=schema)
+    return rows
+
+
+def maintain(path: str, *, every: int) -> bool:
+    """Every ``every`` versions: compact small files and write a checkpoint.
+
+    Keeps reads of a table that gains one small file per run from growing with history.
+    Returns whether maintenance ran.
+    """
+    table = DeltaTable(path)
+    if table.version() % every:
+        return False
+    table.optimize.compact()
+    table.create_checkpoint()
+    return True
+
+
+def query(sql: str, tables: Mapping[str, str]) -> pa.Table:
+    """Run one SQL statement (DataFusion) over the Delta tables ``{name: path}``."""
+    builder = QueryBuilder()
+    for name, path in tables.items():
+        if is_table(path):
+            builder.register(name, DeltaTable(path))
+    return pa.table(builder.execute(sql).read_all())

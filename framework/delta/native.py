@@ -1,0 +1,72 @@
+"""The native path: Delta Lake's own Spark connector (delta-spark), when its jars are loaded."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from framework.delta import filters as F
+from framework.delta import log
+from framework.delta.engine import DeltaEngine, WriteMode
+from framework.delta.log import AppTransaction
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["NativeEngine", "native_available"]
+
+DELTA_CLASS = "io.delta.tables.DeltaTable"
+
+
+def native_available(spark: SparkSession) -> bool:
+    """Whether Delta's classes are on this session's JVM and its SQL extension is set."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return False
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    if "DeltaSparkSessionExtension" not in extensions:
+        return False
+    try:
+        jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CLASS)
+    except Exception:  # py4j raises Py4JJavaError wrapping ClassNotFoundException
+        return False
+    return True
+
+
+class NativeEngine(DeltaEngine):
+    """Reads and writes with ``format("delta")``; Delta Spark skips replayed txns itself."""
+
+    name = "native"
+
+    def read(self, path: str, *, version: int | None = None,
+             timestamp: datetime | str | None = None, filters: Sequence[F.Filter] = ()
+             ) -> DataFrame:
+        reader = self.spark.read.format("delta")
+        if version is not None:
+            reader = reader.option("versionAsOf", version)
+        if timestamp is not None:
+            reader = reader.option("timestampAsOf", str(timestamp))
+        df = reader.load(path)
+        if filters:
+            df = df.where(F.to_column(F.check(filters, df.columns, where=path)))
+        return df
+
+    def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
+               partition_by: tuple[str, ...], replace_where: tuple[F.Filter, ...],
+               merge_schema: bool, txn: AppTransaction | None,
+               metadata: Mapping[str, Any] | None) -> int:
+        writer = df.write.format("delta").mode(mode)
+        if partition_by:
+            writer = writer.partitionBy(*partition_by)
+        if replace_where:
+            writer = writer.option("replaceWhere", F.to_sql(replace_where))
+        if merge_schema:
+            writer = writer.option("mergeSchema", "true")
+        if txn is not None:
+            writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
+        if metadata:
+            writer = writer.option("userMetadata", json.dumps(dict(metadata), default=str))
+        writer.save(path)
+        return log.table_version(path) or 0

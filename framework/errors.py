@@ -1,0 +1,115 @@
+"""The one error hierarchy of deltamark.
+
+Every error starts its message with its context (file, table, job) and ends with what to
+do. The CLI prints ``str(error)`` as one line on stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "ConfigError",
+    "DeltaEngineUnavailableError",
+    "DeltaTableError",
+    "DeltamarkError",
+    "ReadOnlySqlError",
+    "SchemaMismatchError",
+    "SparkStartError",
+    "StateSchemaError",
+    "TableNotFoundError",
+    "UnsupportedTableFeatureError",
+    "VersionNotFoundError",
+    "WriteConflictError",
+]
+
+
+class DeltamarkError(Exception):
+    """Root of every error deltamark raises on purpose."""
+
+
+class ConfigError(DeltamarkError):
+    """One or more problems in a configuration file, reported together.
+
+    Attributes:
+        path: the file (or directory) that holds the problems.
+        problems: one line per problem, each naming the key.
+    """
+
+    def __init__(self, path: str, problems: Sequence[str]):
+        self.path = path
+        self.problems = tuple(problems)
+        super().__init__(f"{path}: {'; '.join(self.problems)}. Fix the file and run again.")
+
+
+class SparkStartError(DeltamarkError):
+    """The Spark session could not start."""
+
+
+class DeltaEngineUnavailableError(DeltamarkError):
+    """The configured Delta path cannot be used on this Spark session."""
+
+
+class ReadOnlySqlError(DeltamarkError):
+    """A statement given to ``deltamark sql`` would write, or is not one query."""
+
+
+class StateSchemaError(DeltamarkError):
+    """A state table's schema version is unknown to this deltamark (no migration step)."""
+
+    def __init__(self, table: str, found: int, supported: int):
+        self.table, self.found, self.supported = table, found, supported
+        super().__init__(
+            f"state table {table}: schema version {found} is newer than this deltamark "
+            f"understands ({supported}). Upgrade deltamark."
+        )
+
+
+class DeltaTableError(DeltamarkError):
+    """A problem with one Delta table; ``path`` names it."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"Delta table {path}: {message}")
+
+
+class TableNotFoundError(DeltaTableError):
+    def __init__(self, path: str):
+        super().__init__(path, "no Delta table there (no _delta_log). Check the path.")
+
+
+class VersionNotFoundError(DeltaTableError):
+    """The requested version or timestamp is outside the table's reachable history."""
+
+    def __init__(self, path: str, wanted: str, detail: str):
+        self.wanted = wanted
+        super().__init__(
+            path,
+            f"cannot travel to {wanted}: {detail}. Pick a version between the oldest kept "
+            "log entry and the latest (log retention and VACUUM limit how far back it goes).",
+        )
+
+
+class UnsupportedTableFeatureError(DeltaTableError):
+    """The embedded reader cannot honour a table feature, so it refuses to read."""
+
+    def __init__(self, path: str, features: Sequence[str]):
+        self.features = tuple(features)
+        super().__init__(
+            path,
+            f"uses {', '.join(self.features)}, which the embedded (delta-rs) reader cannot "
+            "honour. Read it with the native path (delta: native, with Delta's jars on the "
+            "Spark session).",
+        )
+
+
+class SchemaMismatchError(DeltaTableError):
+    """Data written does not match the table's schema."""
+
+    def __init__(self, path: str, differences: Sequence[str], hint: str):
+        self.differences = tuple(differences)
+        super().__init__(path, f"schema mismatch: {'; '.join(self.differences)}. {hint}")
+
+
+class WriteConflictError(DeltaTableError):
+    """The Delta commit was refused (a concurrent writer, or a failed precondition)."""

@@ -1,0 +1,97 @@
+"""The SparkSession factory.
+
+deltamark never sets ``spark.jars.packages``: Maven is unreachable on many clusters (and on
+ours). Delta's jars, when a user has them, come through ``spark.jars``; the native Delta path
+is switched on only then.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from framework.config import Settings
+from framework.errors import SparkStartError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["spark_session"]
+
+# Defaults a data tool wants; every one can be overridden from conf or the call.
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # Delta (and delta-rs statistics) expect INT64 microsecond timestamps, not INT96.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+}
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def spark_session(
+    settings: Settings,
+    *,
+    master: str | None = None,
+    app_name: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the SparkSession described by ``settings``.
+
+    Python workers run the driver's interpreter (otherwise they miss the virtualenv's
+    pyarrow). When ``spark.jars`` names a delta-spark jar and the Delta mode allows it,
+    Delta's SQL extension and catalog are configured too.
+
+    Args:
+        settings: loaded settings (``spark.master``, ``spark.app_name``, ``spark.conf``).
+        master, app_name, conf: override the settings for this session.
+
+    Raises:
+        SparkStartError: the JVM did not start; the message says what to check.
+    """
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
+    if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
+        merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
+        merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+
+    builder = SparkSession.builder.master(master or settings.spark.master).appName(
+        app_name or settings.spark.app_name
+    )
+    for key, value in merged.items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        if "JAVA_GATEWAY_EXITED" not in str(exc):
+            raise
+        raise SparkStartError(_gateway_hint(merged)) from exc
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _names_delta_jar(jars: str) -> bool:
+    return any(os.path.basename(jar).startswith("delta-spark") for jar in jars.split(","))
+
+
+def _gateway_hint(conf: Mapping[str, str]) -> str:
+    if conf.get("spark.jars.packages"):
+        return (
+            "Spark could not start: spark.jars.packages asks Maven for "
+            f"'{conf['spark.jars.packages']}', which is unreachable here. Download the jars "
+            "elsewhere and list their paths in spark.jars, or use delta: embedded."
+        )
+    return (
+        "Spark could not start its JVM. Check that Java 17 is installed (java -version) "
+        "and that JAVA_HOME, if set, points to it."
+    )
