@@ -59,10 +59,11 @@ class StateSchemaError(DeltamarkError):
 
     def __init__(self, table: str, found: int, supported: int):
         self.table, self.found, self.supported = table, found, supported
-        super().__init__(
-            f"state table {table}: schema version {found} is newer than this deltamark "
-            f"understands ({supported}). Upgrade deltamark."
-        )
+        problem = (f"schema version {found} is newer than this deltamark understands "
+                   f"({supported}). Upgrade deltamark." if found > supported else
+                   f"no migration step from schema version {found} towards {supported}. "
+                   "This is a deltamark bug: report it.")
+        super().__init__(f"state table {table}: {problem}")
 
 
 class DeltaTableError(DeltamarkError):

@@ -327,10 +327,22 @@ def maintain(path: str, *, every: int) -> bool:
     return True
 
 
-def query(sql: str, tables: Mapping[str, str]) -> pa.Table:
-    """Run one SQL statement (DataFusion) over the Delta tables ``{name: path}``."""
+def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> pa.Table:
+    """Run one SQL statement (DataFusion) over the Delta tables ``{name: path}``.
+
+    ``setup`` statements (e.g. ``CREATE VIEW``) run first, in the same session.
+
+    Raises:
+        DeltamarkError: the SQL failed to plan or run (message from DataFusion).
+    """
     builder = QueryBuilder()
     for name, path in tables.items():
         if is_table(path):
             builder.register(name, DeltaTable(path))
-    return pa.table(builder.execute(sql).read_all())
+    try:
+        for statement in setup:
+            builder.execute(statement).read_all()
+        return pa.table(builder.execute(sql).read_all())
+    except Exception as exc:  # DataFusion raises plain Exception subclasses
+        message = " ".join(str(exc).split())
+        raise errors.DeltamarkError(f"sql: {message}") from exc

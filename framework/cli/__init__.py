@@ -1,0 +1,42 @@
+"""The ``deltamark`` admin CLI. Commands are thin: parse, call the library, render.
+
+Exit codes: 0 success, 1 runtime error (one line on stderr), 2 usage error.
+Read-only commands never import pyspark, so they start no JVM.
+"""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from framework.cli import bookmarks, runs
+from framework.cli._common import CliOptions
+from framework.cli.sql import sql
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="deltamark",
+    help="Glue-style job bookmarks for PySpark, with the state in Delta tables.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(runs.app, name="runs")
+app.add_typer(bookmarks.app, name="bookmarks")
+app.command("sql")(sql)
+
+
+@app.callback()
+def _global_options(
+    ctx: typer.Context,
+    conf_dir: Annotated[Path | None, typer.Option(
+        help="Configuration directory [env: DELTAMARK_CONF_DIR; default: conf].")] = None,
+    state_root: Annotated[Path | None, typer.Option(
+        help="Where the state tables live [env: DELTAMARK_STATE_ROOT].")] = None,
+    debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
+) -> None:
+    ctx.obj = CliOptions(conf_dir=conf_dir, state_root=state_root, debug=debug)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,76 @@
+"""What every command shares: global options, the error edge, and rendering."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from framework.config import Settings, load_settings
+from framework.errors import DeltamarkError
+from state_tables.store import StateStore
+
+
+@dataclass(frozen=True)
+class CliOptions:
+    conf_dir: Path | None
+    state_root: Path | None
+    debug: bool
+
+    def settings(self) -> Settings:
+        return load_settings(conf_dir=self.conf_dir, state_root=self.state_root)
+
+    def store(self) -> StateStore:
+        return StateStore(self.settings().state_root)
+
+
+def options(ctx: typer.Context) -> CliOptions:
+    return ctx.find_root().obj
+
+
+@contextlib.contextmanager
+def library_errors(ctx: typer.Context) -> Iterator[None]:
+    """Print a deltamark error as one line on stderr and exit 1 (traceback with --debug)."""
+    try:
+        yield
+    except DeltamarkError as exc:
+        if options(ctx).debug:
+            raise
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def render(rows: Sequence[Mapping[str, Any] | Any], *, as_json: bool) -> None:
+    """Rows as a JSON array (``--json``: nothing else on stdout) or an aligned text table."""
+    records = [_plain(asdict(r) if is_dataclass(r) else dict(r)) for r in rows]
+    if as_json:
+        typer.echo(json.dumps(records, default=str))
+        return
+    if not records:
+        typer.echo("(no rows)")
+        return
+    columns = list(records[0])
+    cells = [[_cell(r.get(c)) for c in columns] for r in records]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    for row in cells:
+        typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v.isoformat() if isinstance(v, (dt.datetime, dt.date)) else v
+            for k, v in record.items()}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)

@@ -1,0 +1,43 @@
+"""The state model: plain, frozen data. I/O lives in ``state_tables.store``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+__all__ = ["Bookmark", "BookmarkEvent", "Run", "RunStatus"]
+
+RunStatus = Literal["succeeded", "failed", "aborted"]
+BookmarkEvent = Literal["commit", "rewind", "reset"]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a job, as recorded in the ``runs`` table."""
+
+    job: str
+    run_id: str
+    run_seq: int
+    status: RunStatus
+    mode: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    attempt: int = 1
+    arguments: Mapping[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Bookmark:
+    """What one context (``transformation_ctx``) of a job had processed after a run."""
+
+    job: str
+    context: str
+    run_id: str
+    run_seq: int
+    source_kind: str
+    state: Mapping[str, Any]
+    event: BookmarkEvent = "commit"
+    committed_at: datetime | None = None

@@ -1,0 +1,95 @@
+"""Schemas of the state tables, every column documented, and their migrations.
+
+Each row carries ``schema_version``. Rows written by an older deltamark are upgraded on
+read one step at a time through ``MIGRATIONS``; a missing step is an error, never a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from framework.errors import StateSchemaError
+
+__all__ = ["BOOKMARKS", "RUNS", "StateTable", "TABLES", "upgrade"]
+
+TS = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class StateTable:
+    """A state table: its directory name under the state root, columns and their docs."""
+
+    name: str
+    version: int
+    columns: tuple[tuple[str, pa.DataType, bool, str], ...]  # name, type, nullable, doc
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([pa.field(n, t, nullable=null) for n, t, null, _ in self.columns])
+
+    def docs(self) -> dict[str, str]:
+        return {name: doc for name, _, _, doc in self.columns}
+
+
+RUNS = StateTable(
+    name="runs",
+    version=1,
+    columns=(
+        ("schema_version", pa.int32(), False, "version of this row's layout"),
+        ("job", pa.string(), False, "job name (conf/jobs/<job>.yaml)"),
+        ("run_id", pa.string(), False, "unique id of the run"),
+        ("run_seq", pa.int64(), False, "per-job run number; only grows, never reused"),
+        ("attempt", pa.int32(), False, "1 for a first try, +1 for each retry of a failed run"),
+        ("status", pa.string(), False, "succeeded | failed | aborted"),
+        ("mode", pa.string(), False, "bookmark mode: enable | disable | pause"),
+        ("started_at", TS, False, "when the run started (UTC)"),
+        ("ended_at", TS, True, "when the run ended (UTC)"),
+        ("arguments", pa.string(), False, "JSON object of the run's effective arguments"),
+        ("error", pa.string(), True, "one-line error of a failed run"),
+    ),
+)
+
+BOOKMARKS = StateTable(
+    name="bookmarks",
+    version=1,
+    columns=(
+        ("schema_version", pa.int32(), False, "version of this row's layout"),
+        ("job", pa.string(), False, "job name"),
+        ("context", pa.string(), False, "transformation_ctx of the source, transform or sink"),
+        ("run_id", pa.string(), False, "the run that wrote this state"),
+        ("run_seq", pa.int64(), False, "that run's per-job number"),
+        ("source_kind", pa.string(), False, "what the state describes: files, jdbc, delta, ..."),
+        ("state", pa.string(), False, "the context's state after the run, as a JSON object"),
+        ("event", pa.string(), False, "commit (a run advanced it) | rewind | reset"),
+        ("committed_at", TS, False, "when this state was committed (UTC)"),
+    ),
+)
+
+TABLES: Mapping[str, StateTable] = {t.name: t for t in (RUNS, BOOKMARKS)}
+
+# MIGRATIONS[table][n] turns a row of version n into a row of version n + 1.
+MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
+    "runs": {},
+    "bookmarks": {},
+}
+
+
+def upgrade(table: StateTable, row: dict[str, Any]) -> dict[str, Any]:
+    """Bring one stored row to ``table.version``, step by step.
+
+    Raises:
+        StateSchemaError: the row is newer than this deltamark, or a step is missing.
+    """
+    found = row["schema_version"]
+    if found > table.version:
+        raise StateSchemaError(table.name, found, table.version)
+    while row["schema_version"] < table.version:
+        step = MIGRATIONS[table.name].get(row["schema_version"])
+        if step is None:
+            raise StateSchemaError(table.name, row["schema_version"], table.version)
+        row = {**step(row), "schema_version": row["schema_version"] + 1}
+    return row
