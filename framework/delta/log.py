@@ -121,10 +121,12 @@ def is_table(path: str | os.PathLike[str]) -> bool:
 def _open(path: str, version: int | None = None) -> DeltaTable:
     try:
         return DeltaTable(path, version=version)
-    except TableNotFoundError as exc:
-        if version is not None and is_table(path):
+    except (TableNotFoundError, DeltaError) as exc:
+        if not is_table(path):
+            raise errors.TableNotFoundError(path) from exc
+        if version is not None:
             raise errors.VersionNotFoundError(path, f"version {version}", str(exc)) from exc
-        raise errors.TableNotFoundError(path) from exc
+        raise
 
 
 def snapshot(

@@ -1,0 +1,1 @@
+"""Example jobs built on deltamark."""

@@ -1,0 +1,28 @@
+"""Shared fixtures: one local SparkSession per test session, Delta engines on both paths."""
+
+from __future__ import annotations
+
+import pytest
+
+from framework.config import Settings, SparkSettings
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from framework.spark import spark_session
+
+    settings = Settings(spark=SparkSettings(master="local[2]", app_name="deltamark-tests"))
+    session = spark_session(settings)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=["embedded", "native"])
+def engine(request, spark):
+    """Each contract test runs on both Delta paths; native needs Delta's jars."""
+    from framework.delta import delta_engine, native_available
+
+    if request.param == "native" and not native_available(spark):
+        pytest.skip("native Delta path: Delta's jars are not on this Spark session "
+                    "(no Maven here; put them in spark.jars to run these)")
+    return delta_engine(spark, request.param)

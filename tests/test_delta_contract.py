@@ -1,0 +1,263 @@
+"""The contract every Delta path keeps. Runs on embedded; on native when the jars are there."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
+from pyspark.errors import PySparkException
+from pyspark.sql import functions as F
+
+from framework.delta import AppTransaction, InvalidFilterError, delta_engine
+from framework.errors import (
+    DeltaEngineUnavailableError,
+    DeltaTableError,
+    SchemaMismatchError,
+    TableNotFoundError,
+    UnsupportedTableFeatureError,
+    VersionNotFoundError,
+)
+
+pytestmark = pytest.mark.spark
+
+
+def commits(path):
+    return sorted(f for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
+
+
+def orders(spark, n=100, offset=0):
+    return spark.range(offset, offset + n).select(
+        F.col("id"),
+        (F.col("id") % 3).cast("int").alias("k"),
+        F.element_at(F.array(F.lit("007"), F.lit("a b/c=d"), F.lit("x%y")),
+                     (F.col("id") % 3 + 1).cast("int")).alias("s"),
+        (F.col("id") * 1.5).alias("amount"),
+        F.timestamp_seconds(F.col("id") * 3600).alias("ts"),
+        F.date_add(F.lit(dt.date(2024, 1, 1)), (F.col("id") % 5).cast("int")).alias("day"),
+    )
+
+
+def sorted_rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+def test_round_trip_keeps_rows_types_and_one_commit_per_write(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    data = orders(spark)
+    result = engine.write(data, path, partition_by=["s"])
+    assert (result.version, result.skipped) == (0, False)
+    back = engine.read(path)
+    assert back.schema.simpleString() == data.schema.simpleString()
+    assert sorted_rows(back) == sorted_rows(data)
+    engine.write(orders(spark, 50, 100), path)
+    assert len(commits(path)) == 2
+    assert engine.read(path).count() == 150
+
+
+def test_partition_values_that_need_escaping_come_back_exactly(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    data = orders(spark, 30).withColumn("s", F.when(F.col("id") == 0, None).otherwise(F.col("s")))
+    engine.write(data, path, partition_by=["s", "day"])
+    assert sorted_rows(engine.read(path)) == sorted_rows(data)
+    got = {r.s for r in engine.read(path).select("s").distinct().collect()}
+    assert got == {None, "007", "a b/c=d", "x%y"}
+
+
+def test_tables_are_readable_by_delta_rs_with_accepted_protocol(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark), path, partition_by=["k"])
+    table = DeltaTable(path)
+    protocol = table.protocol()
+    assert (protocol.min_reader_version, protocol.min_writer_version) <= (3, 7)
+    assert table.metadata().partition_columns == ["k"]
+    count = QueryBuilder().register("t", table).execute("select count(*) AS n, sum(id) AS s from t")
+    assert pa.table(count.read_all()).to_pylist() == [{"n": 100, "s": sum(range(100))}]
+
+
+def test_reads_tables_written_by_delta_rs(engine, tmp_path):
+    path = str(tmp_path / "t")
+    data = pa.table({"id": pa.array([1, 2, 3, 4], pa.int64()),
+                     "part": ["a", "b", None, "a"],
+                     "ts": pa.array([dt.datetime(2024, 1, i, tzinfo=dt.UTC) for i in range(1, 5)],
+                                    pa.timestamp("us", tz="UTC"))})
+    write_deltalake(path, data, partition_by=["part"])
+    rows = sorted(engine.read(path).collect(), key=lambda r: r.id)
+    assert [(r.id, r.part) for r in rows] == [(1, "a"), (2, "b"), (3, None), (4, "a")]
+    assert rows[0].ts == dt.datetime(2024, 1, 1)  # session time zone is UTC
+    assert engine.read(path, filters=[("part", "=", "a")]).count() == 2
+
+
+def test_overwrite_whole_table_and_replace_where(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 90), path, partition_by=["k"])
+    engine.write(orders(spark, 9).where("k = 1").withColumn("amount", F.lit(-1.0)), path,
+                 mode="overwrite", replace_where=[("k", "=", 1)])
+    counts = {r.k: r["count"] for r in engine.read(path).groupBy("k").count().collect()}
+    assert counts == {0: 30, 1: 3, 2: 30}
+    assert engine.read(path).where("k = 1 and amount != -1").count() == 0
+    engine.write(orders(spark, 6), path, mode="overwrite")
+    assert engine.read(path).count() == 6
+
+
+def test_replace_where_refuses_rows_outside_it_and_commits_nothing(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 9), path, partition_by=["k"])
+    before = commits(path)
+    with pytest.raises((DeltaTableError, PySparkException)):
+        engine.write(orders(spark, 9), path, mode="overwrite", replace_where=[("k", "=", 1)])
+    assert commits(path) == before
+    assert engine.read(path).count() == 9
+
+
+def test_schema_is_enforced_with_a_clear_error(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 10), path)
+    with pytest.raises(SchemaMismatchError) as error:
+        engine.write(orders(spark, 10).withColumn("k", F.col("k").cast("string")), path)
+    assert error.value.path == path
+    assert "column 'k' is string in the data but int in the table" in str(error.value)
+    with pytest.raises(SchemaMismatchError, match="new column"):
+        engine.write(orders(spark, 10).withColumn("extra", F.lit(1)), path)
+    assert len(commits(path)) == 1
+
+
+def test_merge_schema_adds_columns_and_fills_missing_ones(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 10), path)
+    engine.write(orders(spark, 5, 10).withColumn("extra", F.lit("x")), path, merge_schema=True)
+    engine.write(orders(spark, 5, 20).drop("amount"), path)
+    back = engine.read(path)
+    assert back.columns == ["id", "k", "s", "amount", "ts", "day", "extra"]
+    assert back.where("extra = 'x'").count() == 5
+    assert back.where("amount is null").count() == 5
+    assert engine.read(path, version=0).columns[-1] == "day"
+
+
+def test_app_transaction_is_committed_and_a_replay_is_skipped(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    first = engine.write(orders(spark, 10), path, txn=AppTransaction("job-a", 1),
+                         metadata={"run_id": "r1", "run_seq": 1})
+    assert engine.transaction_version(path, "job-a") == 1
+    replay = engine.write(orders(spark, 10), path, txn=AppTransaction("job-a", 1))
+    assert replay.skipped and replay.version == first.version
+    assert engine.read(path).count() == 10
+    engine.write(orders(spark, 10, 10), path, txn=AppTransaction("job-a", 2))
+    assert engine.transaction_version(path, "job-a") == 2
+    assert engine.transaction_version(path, "job-b") is None
+    history = engine.history(path)
+    assert [c.version for c in history] == [1, 0]
+    assert history[1].user_metadata == {"run_id": "r1", "run_seq": 1}
+
+
+def test_a_failed_write_leaves_no_visible_data(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 10), path)
+    failing = orders(spark, 10).withColumn(
+        "amount", F.when(F.col("id") == 7, F.raise_error(F.lit("boom"))).otherwise(F.col("amount")))
+    with pytest.raises(PySparkException):
+        engine.write(failing, path)
+    assert len(commits(path)) == 1
+    assert engine.read(path).count() == 10
+    leftovers = [f for _, _, files in os.walk(path) for f in files if f.endswith(".parquet")]
+    assert len(leftovers) == len(DeltaTable(path).file_uris())
+
+
+def test_time_travel_by_version_and_timestamp(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 10), path)
+    engine.write(orders(spark, 10, 10), path)
+    committed = engine.history(path)[-1].timestamp
+    assert engine.read(path, version=0).count() == 10
+    assert engine.read(path, timestamp=committed).count() == 10
+    assert engine.read(path).count() == 20
+    with pytest.raises(VersionNotFoundError) as error:
+        engine.read(path, version=7)
+    assert error.value.path == path
+
+
+def test_filters_prune_partitions_and_skip_files_by_statistics(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    for batch in range(4):  # four files with disjoint id ranges
+        engine.write(orders(spark, 25, batch * 25).coalesce(1), path)
+    assert len(engine.read(path).inputFiles()) == 4
+    skipped = engine.read(path, filters=[("id", ">=", 60)])
+    assert len(skipped.inputFiles()) == 2
+    assert skipped.count() == 40
+    assert len(engine.read(path, filters=[("id", "in", [3, 80])]).inputFiles()) == 2
+    assert engine.read(path, filters=[("id", "<", 0)]).count() == 0
+    late = engine.read(path, filters=[("ts", ">", dt.datetime(1970, 1, 2))])  # max of file 1
+    assert len(late.inputFiles()) == 3 and late.count() == 75
+
+    parted = str(tmp_path / "p")
+    engine.write(orders(spark, 30), parted, partition_by=["k"])
+    pruned = engine.read(parted, filters=[("k", "=", 2)])
+    assert {r.k for r in pruned.collect()} == {2}
+    assert all("k=2" in f for f in pruned.inputFiles())
+
+
+def test_bad_filters_name_the_table(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(orders(spark, 3), path)
+    with pytest.raises(InvalidFilterError, match="nope"):
+        engine.read(path, filters=[("nope", "=", 1)])
+    with pytest.raises(InvalidFilterError, match="op"):
+        engine.read(path, filters=[("id", "~", 1)])
+
+
+def test_missing_table_is_a_clear_error(engine, tmp_path):
+    with pytest.raises(TableNotFoundError) as error:
+        engine.read(str(tmp_path / "absent"))
+    assert "no Delta table there" in str(error.value)
+
+
+@pytest.mark.parametrize("configuration, feature", [
+    ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
+    ({"delta.columnMapping.mode": "name"}, "columnMapping"),
+])
+def test_embedded_refuses_features_it_cannot_honour(spark, tmp_path, configuration, feature):
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"a": [1, 2]}), configuration=configuration)
+    with pytest.raises(UnsupportedTableFeatureError) as error:
+        delta_engine(spark, "embedded").read(path)
+    assert any(f.startswith(feature) for f in error.value.features)
+    assert "native" in str(error.value)
+
+
+def test_embedded_refuses_data_files_outside_partition_directories(spark, tmp_path):
+    path = tmp_path / "t"
+    engine = delta_engine(spark, "embedded")
+    engine.write(orders(spark, 6), str(path), partition_by=["k"])
+    log_file = path / "_delta_log" / "00000000000000000000.json"
+    moved = []
+    for line in log_file.read_text().splitlines():
+        action = json.loads(line)
+        if "add" in action:
+            name = os.path.basename(action["add"]["path"])
+            shutil.move(str(path / action["add"]["path"]), str(path / name))
+            action["add"]["path"] = name
+        moved.append(json.dumps(action))
+    log_file.write_text("\n".join(moved) + "\n")
+    with pytest.raises(UnsupportedTableFeatureError, match="Hive-style"):
+        engine.read(str(path))
+
+
+def test_native_without_jars_is_a_one_line_error(spark):
+    from framework.delta import native_available
+
+    if native_available(spark):
+        pytest.skip("Delta's jars are on this session, so native is available")
+    with pytest.raises(DeltaEngineUnavailableError) as error:
+        delta_engine(spark, "native")
+    message = str(error.value)
+    assert "\n" not in message and "spark.jars" in message and "embedded" in message
+    assert delta_engine(spark, "auto").name == "embedded"
+
+
+def test_embedded_writes_local_tables_only(spark):
+    with pytest.raises(DeltaEngineUnavailableError, match="local tables only"):
+        delta_engine(spark, "embedded").read("s3://bucket/table")
