@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from framework.delta import log
 from state_tables.model import Bookmark, Run
@@ -19,7 +20,7 @@ __all__ = ["StateStore"]
 
 # Compact and checkpoint a state table every this many versions, so that reading the
 # current state costs the same after 10 or 10,000 runs.
-MAINTENANCE_EVERY = 25
+MAINTENANCE_EVERY = 10
 
 
 class StateStore:
@@ -47,36 +48,37 @@ class StateStore:
         self._append(RUNS, [_run_row(run)])
 
     def _append(self, table: StateTable, rows: list[dict[str, Any]]) -> None:
-        path = self.path(table)
-        log.append_rows(path, pa.Table.from_pylist(rows, schema=table.schema))
-        log.maintain(path, every=MAINTENANCE_EVERY)
+        log.append_rows(self.path(table), pa.Table.from_pylist(rows, schema=table.schema),
+                        compact_every=MAINTENANCE_EVERY)
 
     # --- reads ----------------------------------------------------------------------
 
     def runs(self, job: str | None = None) -> list[Run]:
         """Recorded runs, by job then run_seq."""
-        rows = self._rows(RUNS, job)
-        runs = [_run(r) for r in rows]
-        return sorted(runs, key=lambda r: (r.job, r.run_seq))
+        rows = self._read(RUNS, {"job": job})
+        ordered = rows.sort_by([("job", "ascending"), ("run_seq", "ascending")])
+        return [_run(r) for r in _upgraded(RUNS, ordered)]
 
     def bookmarks(self, job: str, context: str | None = None) -> list[Bookmark]:
         """The current bookmark of each context of ``job`` (the newest row per context)."""
-        latest: dict[str, dict[str, Any]] = {}
-        for row in self._rows(BOOKMARKS, job):
-            if context is not None and row["context"] != context:
-                continue
-            seen = latest.get(row["context"])
-            if seen is None or (row["run_seq"], row["committed_at"]) > (
-                    seen["run_seq"], seen["committed_at"]):
-                latest[row["context"]] = row
-        return [_bookmark(latest[c]) for c in sorted(latest)]
+        rows = self._read(BOOKMARKS, {"job": job, "context": context})
+        ordered = rows.sort_by([("context", "ascending"), ("run_seq", "descending"),
+                                ("committed_at", "descending")])
+        contexts = ordered["context"]
+        first_of_context = pa.concat_arrays([
+            pa.array([True] * min(1, len(ordered))),
+            pc.not_equal(contexts[1:], contexts[:-1]).combine_chunks(),
+        ]) if len(ordered) else pa.array([], pa.bool_())
+        return [_bookmark(r) for r in _upgraded(BOOKMARKS, ordered.filter(first_of_context))]
 
-    def _rows(self, table: StateTable, job: str | None) -> Iterable[dict[str, Any]]:
-        filters = [("job", "=", job)] if job is not None else None
-        rows = log.read_rows(self.path(table), filters=filters)
-        if rows is None:
-            return []
-        return (upgrade(table, row) for row in rows.to_pylist())
+    def _read(self, table: StateTable, equal: Mapping[str, str | None]) -> pa.Table:
+        filters = [(column, "=", value) for column, value in equal.items() if value is not None]
+        rows = log.read_rows(self.path(table), filters=filters or None)
+        return table.schema.empty_table() if rows is None else rows
+
+
+def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
+    return (upgrade(table, row) for row in rows.to_pylist())
 
 
 def _now() -> datetime:

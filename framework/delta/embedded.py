@@ -275,7 +275,7 @@ def _stats_json(file: str, columns: set[str]) -> str:
 
 
 def _stat_value(value: Any) -> Any:
-    if isinstance(value, bool) or isinstance(value, bytes):
+    if isinstance(value, (bool, bytes)):
         return None
     if isinstance(value, float):
         return None if math.isnan(value) else value

@@ -36,7 +36,6 @@ __all__ = [
     "commit_files",
     "history",
     "is_table",
-    "maintain",
     "query",
     "read_rows",
     "snapshot",
@@ -211,7 +210,7 @@ def history(path: str, *, limit: int | None = None) -> list[Commit]:
 def _commit_properties(
     txn: AppTransaction | None, user_metadata: Mapping[str, Any] | None, write_id: str
 ) -> CommitProperties:
-    custom = {WRITE_ID_KEY: write_id}
+    custom = {WRITE_ID_KEY: write_id} if write_id else {}
     if user_metadata:
         custom["userMetadata"] = json.dumps(dict(user_metadata), default=str)
     apps = [Transaction(txn.app_id, txn.version)] if txn else None
@@ -291,13 +290,29 @@ def _filter_value(value: Any) -> str | list[str]:
 # --- small tables deltamark owns (state tables) ---------------------------------------
 
 
-def append_rows(path: str, rows: pa.Table, *, user_metadata: Mapping[str, Any] | None = None,
+def append_rows(path: str, rows: pa.Table, *, compact_every: int | None = None,
+                user_metadata: Mapping[str, Any] | None = None,
                 txn: AppTransaction | None = None) -> int:
-    """Append an Arrow table in one commit (creating the table); returns the new version."""
-    write_id = uuid.uuid4().hex
-    write_deltalake(path, rows, mode="append", schema_mode="merge",
-                    commit_properties=_commit_properties(txn, user_metadata, write_id))
-    return _version_of(path, write_id)
+    """Append an Arrow table in one commit (creating the table); returns the new version.
+
+    With ``compact_every``, every that many versions the small files are compacted and a
+    checkpoint written, so reads of a table that gains a file per run do not grow with
+    its history.
+    """
+    try:
+        table = DeltaTable(path)
+    except TableNotFoundError:
+        write_deltalake(path, rows, mode="append",
+                        commit_properties=_commit_properties(txn, user_metadata, ""))
+        return 0
+    # Writing through the open table (not the path) saves a log replay: ~3 ms, not ~13.
+    write_deltalake(table, rows, mode="append", schema_mode="merge",
+                    commit_properties=_commit_properties(txn, user_metadata, ""))
+    version = table.version()
+    if compact_every and version % compact_every == 0:
+        table.optimize.compact()
+        table.create_checkpoint()
+    return version
 
 
 def read_rows(path: str, *, version: int | None = None,
@@ -313,20 +328,6 @@ def read_rows(path: str, *, version: int | None = None,
     dataset_filters = list(filters) if filters else None
     rows = pq.read_table(uris, filters=dataset_filters, schema=schema)
     return rows
-
-
-def maintain(path: str, *, every: int) -> bool:
-    """Every ``every`` versions: compact small files and write a checkpoint.
-
-    Keeps reads of a table that gains one small file per run from growing with history.
-    Returns whether maintenance ran.
-    """
-    table = DeltaTable(path)
-    if table.version() % every:
-        return False
-    table.optimize.compact()
-    table.create_checkpoint()
-    return True
 
 
 def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> pa.Table:

@@ -1,0 +1,10 @@
+"""Run every benchmark: python -m tests.benchmarks [delta_io] [state_store]."""
+
+import sys
+
+from tests.benchmarks import bench_delta_io, bench_state_store
+
+BENCHMARKS = {"delta_io": bench_delta_io.main, "state_store": bench_state_store.main}
+
+for name in sys.argv[1:] or BENCHMARKS:
+    BENCHMARKS[name]()

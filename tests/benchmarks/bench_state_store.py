@@ -1,0 +1,90 @@
+"""Read a job's current bookmarks and commit one run's state rows, with 10,000 earlier runs
+of that job in the state tables, beside the same pair on empty tables.
+Target: median <= 50 ms for the pair with history.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import statistics
+import tempfile
+import time
+
+import pyarrow as pa
+
+from framework.delta import log
+from state_tables.model import Bookmark, Run
+from state_tables.schemas import BOOKMARKS, RUNS
+from state_tables.store import MAINTENANCE_EVERY, StateStore, _bookmark_row, _run_row
+
+HISTORY = 10_000
+SAMPLES = 60
+CONTEXTS = ("orders_src", "customers_src")
+TARGET_MS = 50.0
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def _run(seq: int) -> Run:
+    return Run(job="orders", run_id=f"r{seq}", run_seq=seq, status="succeeded", mode="enable",
+               started_at=T0, ended_at=T0, arguments={"landing": "s3://landing/orders"})
+
+
+def _marks(seq: int) -> list[Bookmark]:
+    return [Bookmark(job="orders", context=c, run_id=f"r{seq}", run_seq=seq,
+                     source_kind="files", state={"high_water": seq, "files": [f"f{seq}.json"]},
+                     committed_at=T0)
+            for c in CONTEXTS]
+
+
+def _seed(store: StateStore) -> None:
+    """10,000 runs in 100 commits of 100 runs, with the store's own maintenance."""
+    for start in range(1, HISTORY + 1, 100):
+        seqs = range(start, start + 100)
+        log.append_rows(store.path(RUNS), pa.Table.from_pylist(
+            [_run_row(_run(s)) for s in seqs], schema=RUNS.schema),
+            compact_every=MAINTENANCE_EVERY)
+        log.append_rows(store.path(BOOKMARKS), pa.Table.from_pylist(
+            [_bookmark_row(b) for s in seqs for b in _marks(s)], schema=BOOKMARKS.schema),
+            compact_every=MAINTENANCE_EVERY)
+
+
+def _measure(store: StateStore, first_seq: int) -> list[float]:
+    took = []
+    for seq in range(first_seq, first_seq + SAMPLES):
+        started = time.perf_counter()
+        current = store.bookmarks("orders")
+        store.commit_run(_run(seq), _marks(seq))
+        took.append((time.perf_counter() - started) * 1000)
+        assert len(current) == len(CONTEXTS)
+    return took
+
+
+def main() -> None:
+    root = tempfile.mkdtemp(prefix="deltamark-state-bench-")
+    try:
+        empty = StateStore(f"{root}/empty")
+        empty.commit_run(_run(0), _marks(0))
+        baseline = _measure(empty, 1)
+        loaded = StateStore(f"{root}/loaded")
+        _seed(loaded)
+        with_history = _measure(loaded, HISTORY + 1)
+        assert loaded.bookmarks("orders")[0].run_seq == HISTORY + SAMPLES
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    def p95(values: list[float]) -> float:
+        return statistics.quantiles(values, n=20)[-1]
+
+    med_base, med_hist = statistics.median(baseline), statistics.median(with_history)
+    verdict = "ok" if med_hist <= TARGET_MS else "MISSED"
+    print(f"\nbench_state_store: read current bookmarks + commit one run ({len(CONTEXTS)} "
+          f"contexts), {SAMPLES} samples")
+    print(f"{'tables':<24}{'median':>10}{'p95':>10}")
+    print(f"{'empty (baseline)':<24}{med_base:>8.1f}ms{p95(baseline):>8.1f}ms")
+    print(f"{f'{HISTORY:,} earlier runs':<24}{med_hist:>8.1f}ms{p95(with_history):>8.1f}ms")
+    print(f"ratio {med_hist / med_base:.2f}; target median <= {TARGET_MS:.0f} ms {verdict}")
+
+
+if __name__ == "__main__":
+    main()

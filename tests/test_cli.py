@@ -1,0 +1,109 @@
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from framework.cli import app
+from state_tables.model import Bookmark, Run
+from state_tables.store import StateStore
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def state(tmp_path):
+    store = StateStore(tmp_path / "state")
+    for seq in (1, 2):
+        store.commit_run(
+            Run(job="orders", run_id=f"r{seq}", run_seq=seq, status="succeeded", mode="enable",
+                started_at=dt.datetime(2026, 1, seq, tzinfo=dt.UTC)),
+            [Bookmark(job="orders", context="src", run_id=f"r{seq}", run_seq=seq,
+                      source_kind="files", state={"high_water": seq})])
+    return str(tmp_path / "state")
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args))
+
+
+def test_runs_list_json_is_only_a_json_array(state):
+    result = invoke("--state-root", state, "runs", "list", "orders", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [(r["run_id"], r["run_seq"], r["status"]) for r in rows] == [
+        ("r1", 1, "succeeded"), ("r2", 2, "succeeded")]
+    assert rows[0]["started_at"] == "2026-01-01T00:00:00+00:00"
+
+
+def test_runs_list_text_table(state):
+    result = invoke("--state-root", state, "runs", "list")
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:4] == ["job", "run_id", "run_seq", "status"]
+    assert len(lines) == 3 and lines[2].split()[:3] == ["orders", "r2", "2"]
+
+
+def test_bookmarks_show(state):
+    result = invoke("--state-root", state, "bookmarks", "show", "orders", "--ctx", "src", "--json")
+    [row] = json.loads(result.stdout)
+    assert (row["context"], row["run_seq"], row["state"]) == ("src", 2, {"high_water": 2})
+    empty = invoke("--state-root", state, "bookmarks", "show", "nobody")
+    assert empty.exit_code == 0 and empty.stdout.strip() == "(no rows)"
+
+
+def test_sql_json(state):
+    result = invoke("--state-root", state, "sql", "select run_id from runs order by run_seq",
+                    "--json")
+    assert json.loads(result.stdout) == [{"run_id": "r1"}, {"run_id": "r2"}]
+
+
+def test_runtime_errors_are_one_line_on_stderr_with_exit_1(state):
+    result = invoke("--state-root", state, "sql", "drop table runs")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("error: sql: only queries run here")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_config_is_a_runtime_error_naming_the_file(tmp_path):
+    (tmp_path / "deltamark.yaml").write_text("delta: maybe\n")
+    result = invoke("--conf-dir", str(tmp_path), "runs", "list")
+    assert result.exit_code == 1
+    assert "deltamark.yaml" in result.stderr and "delta: 'maybe'" in result.stderr
+
+
+def test_usage_errors_exit_2(state):
+    assert invoke("runs", "lst").exit_code == 2
+    assert invoke("--state-root", state, "runs", "list", "--jsn").exit_code == 2
+    assert invoke("sql").exit_code == 2
+
+
+def test_debug_shows_the_traceback(state):
+    result = invoke("--debug", "--state-root", state, "sql", "drop table runs")
+    assert result.exit_code == 1
+    assert type(result.exception).__name__ == "ReadOnlySqlError"
+
+
+def test_real_processes_exit_0_fast_and_start_no_jvm(state):
+    """delta-rs can abort processes at exit (code 134); the CLI must not, ever."""
+    probe = ("import sys, runpy; sys.argv = ['deltamark'] + sys.argv[1:]; "
+             "import atexit; atexit.register(lambda: print('PYSPARK' if 'pyspark' in "
+             "sys.modules else 'NOJVM', file=sys.stderr)); runpy.run_module('framework', "
+             "run_name='__main__')")
+    commands = [["runs", "list", "--json"], ["bookmarks", "show", "orders", "--json"],
+                ["sql", "select * from current_bookmarks", "--json"]]
+    slowest = 0.0
+    for attempt in range(24):
+        args = commands[attempt % len(commands)]
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", probe, "--state-root", state, *args],
+                              capture_output=True, text=True, env={**os.environ}, timeout=60)
+        slowest = max(slowest, time.perf_counter() - started)
+        assert done.returncode == 0, (args, done.returncode, done.stderr)
+        assert done.stderr.strip().endswith("NOJVM")
+        json.loads(done.stdout)
+    assert slowest < 1.0, f"slowest read-only command took {slowest:.2f}s"

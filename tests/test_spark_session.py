@@ -1,0 +1,35 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+
+def test_python_workers_use_the_driver_interpreter(spark):
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    executable = F.udf(lambda _: sys.executable, StringType())
+    [row] = spark.range(1).select(executable("id").alias("python")).collect()
+    assert row.python == sys.executable
+
+
+def test_session_defaults_suit_delta(spark):
+    assert spark.conf.get("spark.sql.parquet.outputTimestampType") == "TIMESTAMP_MICROS"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+
+
+def test_a_jvm_that_cannot_start_is_explained(tmp_path):
+    code = ("from framework.config import Settings\n"
+            "from framework.spark import spark_session\n"
+            "from framework.errors import SparkStartError\n"
+            "try:\n    spark_session(Settings())\n"
+            "except SparkStartError as e:\n    print('SparkStartError:', e)\n")
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java"), "SPARK_HOME": ""}
+    env.pop("SPARK_HOME")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert "SparkStartError: Spark could not start its JVM" in done.stdout, done.stderr[-2000:]
+    assert "Java 17" in done.stdout

@@ -1,0 +1,101 @@
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+
+from framework.delta import log
+from framework.errors import ReadOnlySqlError, StateSchemaError
+from state_tables.model import Bookmark, Run
+from state_tables.schemas import BOOKMARKS, RUNS
+from state_tables.sql import run_sql
+from state_tables.store import MAINTENANCE_EVERY, StateStore
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def run(job, seq, status="succeeded"):
+    return Run(job=job, run_id=f"{job}-{seq}", run_seq=seq, status=status, mode="enable",
+               started_at=T0 + dt.timedelta(hours=seq), arguments={"day": str(seq)})
+
+
+def mark(job, ctx, seq, **state):
+    return Bookmark(job=job, context=ctx, run_id=f"{job}-{seq}", run_seq=seq,
+                    source_kind="files", state=state)
+
+
+def test_tables_are_created_on_first_use_and_read_back(tmp_path):
+    store = StateStore(tmp_path)
+    assert store.runs() == [] and store.bookmarks("a") == []
+    store.commit_run(run("a", 1), [mark("a", "src", 1, high_water=10)])
+    assert log.is_table(str(tmp_path / "runs")) and log.is_table(str(tmp_path / "bookmarks"))
+    [got] = store.runs("a")
+    assert got == run("a", 1)
+    [bookmark] = store.bookmarks("a")
+    assert bookmark.state == {"high_water": 10} and bookmark.event == "commit"
+
+
+def test_current_bookmark_is_the_newest_per_context(tmp_path):
+    store = StateStore(tmp_path)
+    store.commit_run(run("a", 1), [mark("a", "src", 1, hw=1), mark("a", "other", 1, hw=5)])
+    store.commit_run(run("a", 2), [mark("a", "src", 2, hw=2)])
+    store.commit_run(run("b", 1), [mark("b", "src", 1, hw=99)])
+    current = {b.context: b.state["hw"] for b in store.bookmarks("a")}
+    assert current == {"src": 2, "other": 5}
+    assert [b.state["hw"] for b in store.bookmarks("a", "src")] == [2]
+    assert [(r.job, r.run_seq) for r in store.runs()] == [("a", 1), ("a", 2), ("b", 1)]
+
+
+def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):
+    store = StateStore(tmp_path)
+    for seq in range(1, 2 * MAINTENANCE_EVERY + 5):
+        store.commit_run(run("a", seq))
+    live = log.snapshot(str(tmp_path / "runs")).files  # compacted, plus what came since
+    assert len(live) <= MAINTENANCE_EVERY
+    assert len(store.runs("a")) == 2 * MAINTENANCE_EVERY + 4
+    assert any(f.endswith(".checkpoint.parquet") for f in os.listdir(tmp_path / "runs/_delta_log"))
+
+
+def test_rows_from_a_newer_deltamark_are_refused(tmp_path):
+    store = StateStore(tmp_path)
+    store.commit_run(run("a", 1))
+    row = {**{c: None for c in RUNS.docs()}, "schema_version": 99, "job": "a", "run_id": "x",
+           "run_seq": 2, "attempt": 1, "status": "succeeded", "mode": "enable",
+           "started_at": T0, "arguments": "{}"}
+    log.append_rows(store.path(RUNS), pa.Table.from_pylist([row], schema=RUNS.schema))
+    with pytest.raises(StateSchemaError) as error:
+        store.runs("a")
+    assert (error.value.table, error.value.found, error.value.supported) == ("runs", 99, 1)
+
+
+def test_every_column_is_documented():
+    for table in (RUNS, BOOKMARKS):
+        assert all(doc.strip() for doc in table.docs().values())
+        assert table.schema.names[0] == "schema_version"
+
+
+def test_sql_over_tables_and_views(tmp_path):
+    store = StateStore(tmp_path)
+    store.commit_run(run("a", 1), [mark("a", "src", 1, hw=1)])
+    store.commit_run(run("a", 2), [mark("a", "src", 2, hw=2)])
+    rows = run_sql(store, "SELECT job, run_seq FROM current_bookmarks").to_pylist()
+    assert rows == [{"job": "a", "run_seq": 2}]
+    assert run_sql(store, "select count(*) AS n from runs where status = 'succeeded'"
+                   ).to_pylist() == [{"n": 2}]
+    assert run_sql(store, "SELECT 'delete' AS word -- drop").to_pylist() == [{"word": "delete"}]
+
+
+@pytest.mark.parametrize("statement", [
+    "DELETE FROM runs",
+    "INSERT INTO runs SELECT * FROM runs",
+    "WITH x AS (SELECT 1) INSERT INTO runs SELECT * FROM x",
+    "SELECT 1; DROP TABLE runs",
+    "CREATE TABLE t AS SELECT 1",
+    "",
+])
+def test_sql_refuses_anything_but_one_query(tmp_path, statement):
+    store = StateStore(tmp_path)
+    store.commit_run(run("a", 1))
+    with pytest.raises(ReadOnlySqlError):
+        run_sql(store, statement)
+    assert len(store.runs()) == 1
