@@ -64,11 +64,11 @@ class StateStore:
         rows = self._read(BOOKMARKS, {"job": job, "context": context})
         ordered = rows.sort_by([("context", "ascending"), ("run_seq", "descending"),
                                 ("committed_at", "descending")])
-        contexts = ordered["context"]
-        first_of_context = pa.concat_arrays([
-            pa.array([True] * min(1, len(ordered))),
-            pc.not_equal(contexts[1:], contexts[:-1]).combine_chunks(),
-        ]) if len(ordered) else pa.array([], pa.bool_())
+        if not len(ordered):
+            return []
+        contexts = ordered["context"].combine_chunks()
+        first_of_context = pa.concat_arrays(
+            [pa.array([True]), pc.not_equal(contexts[1:], contexts[:-1])])
         return [_bookmark(r) for r in _upgraded(BOOKMARKS, ordered.filter(first_of_context))]
 
     def _read(self, table: StateTable, equal: Mapping[str, str | None]) -> pa.Table:

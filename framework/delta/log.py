@@ -20,7 +20,15 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, QueryBuilder, Transaction, write_deltalake
+from deltalake import (
+    CommitProperties,
+    DeltaTable,
+    Field,
+    QueryBuilder,
+    Schema,
+    Transaction,
+    write_deltalake,
+)
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
@@ -32,6 +40,7 @@ __all__ = [
     "DataFile",
     "NewFile",
     "Snapshot",
+    "add_columns",
     "append_rows",
     "commit_files",
     "history",
@@ -208,7 +217,8 @@ def history(path: str, *, limit: int | None = None) -> list[Commit]:
 
 
 def _commit_properties(
-    txn: AppTransaction | None, user_metadata: Mapping[str, Any] | None, write_id: str
+    txn: AppTransaction | None, user_metadata: Mapping[str, Any] | None,
+    write_id: str | None = None,
 ) -> CommitProperties:
     custom = {WRITE_ID_KEY: write_id} if write_id else {}
     if user_metadata:
@@ -245,8 +255,6 @@ def commit_files(
     Raises:
         WriteConflictError: the commit was refused.
     """
-    from deltalake import Schema
-
     schema = Schema.from_json(schema_json)
     adds = [
         AddAction(f.relative_path, f.size, dict(f.partition_values), f.modification_time_ms,
@@ -272,8 +280,6 @@ def commit_files(
 
 def add_columns(path: str, schema_json: str) -> None:
     """Add the new (nullable) top-level columns of ``schema_json`` to the table schema."""
-    from deltalake import Field, Schema
-
     table = DeltaTable(path)
     existing = {f.name for f in table.schema().fields}
     new = [f for f in Schema.from_json(schema_json).fields if f.name not in existing]
@@ -303,11 +309,11 @@ def append_rows(path: str, rows: pa.Table, *, compact_every: int | None = None,
         table = DeltaTable(path)
     except TableNotFoundError:
         write_deltalake(path, rows, mode="append",
-                        commit_properties=_commit_properties(txn, user_metadata, ""))
+                        commit_properties=_commit_properties(txn, user_metadata))
         return 0
     # Writing through the open table (not the path) saves a log replay: ~3 ms, not ~13.
     write_deltalake(table, rows, mode="append", schema_mode="merge",
-                    commit_properties=_commit_properties(txn, user_metadata, ""))
+                    commit_properties=_commit_properties(txn, user_metadata))
     version = table.version()
     if compact_every and version % compact_every == 0:
         table.optimize.compact()
@@ -325,9 +331,7 @@ def read_rows(path: str, *, version: int | None = None,
     uris = table.file_uris()
     if not uris:
         return schema.empty_table()
-    dataset_filters = list(filters) if filters else None
-    rows = pq.read_table(uris, filters=dataset_filters, schema=schema)
-    return rows
+    return pq.read_table(uris, filters=list(filters) if filters else None, schema=schema)
 
 
 def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> pa.Table:
