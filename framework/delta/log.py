@@ -14,7 +14,7 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import unquote
 
@@ -207,7 +207,7 @@ def history(path: str, *, limit: int | None = None) -> list[Commit]:
         commits.append(
             Commit(
                 version=info["version"],
-                timestamp=datetime.fromtimestamp(info["timestamp"] / 1000).astimezone(),
+                timestamp=datetime.fromtimestamp(info["timestamp"] / 1000, tz=UTC),
                 operation=info.get("operation", ""),
                 user_metadata=user_metadata,
                 info=info,
