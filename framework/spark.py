@@ -58,14 +58,20 @@ def spark_session(
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    master = master or settings.spark.master
+    # PySpark takes the workers' interpreter from PYSPARK_PYTHON. Locally the workers run
+    # beside the driver, so a stale value (an interpreter without pyarrow) is overridden;
+    # on a cluster, a value set for its machines is kept.
+    if master.startswith("local"):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    else:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
     if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
         merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
 
-    builder = SparkSession.builder.master(master or settings.spark.master).appName(
+    builder = SparkSession.builder.master(master).appName(
         app_name or settings.spark.app_name
     )
     for key, value in merged.items():

@@ -33,3 +33,17 @@ def test_a_jvm_that_cannot_start_is_explained(tmp_path):
                           env=env, timeout=120)
     assert "SparkStartError: Spark could not start its JVM" in done.stdout, done.stderr[-2000:]
     assert "Java 17" in done.stdout
+
+
+def test_workers_ignore_a_stale_pyspark_python(tmp_path):
+    code = ("import sys\n"
+            "from framework.config import Settings, SparkSettings\n"
+            "from framework.spark import spark_session\n"
+            "from pyspark.sql import functions as F\n"
+            "spark = spark_session(Settings(spark=SparkSettings(master='local[1]')))\n"
+            "who = F.udf(lambda _: sys.executable, 'string')\n"
+            "print('WORKER', spark.range(1).select(who('id')).first()[0])\n")
+    env = {**os.environ, "PYSPARK_PYTHON": "/usr/bin/false"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=180)
+    assert f"WORKER {sys.executable}" in done.stdout, done.stderr[-2000:]
