@@ -2,6 +2,16 @@
 
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError
+from framework.job import IncrementalJob, JobContext
+from framework.runner import RunReport, run_job
 
-__all__ = ["DeltamarkError", "Settings", "load_settings"]
+__all__ = [
+    "DeltamarkError",
+    "IncrementalJob",
+    "JobContext",
+    "RunReport",
+    "Settings",
+    "load_settings",
+    "run_job",
+]
 __version__ = "0.1.0"

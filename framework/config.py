@@ -17,7 +17,7 @@ import yaml
 
 from framework.errors import ConfigError
 
-__all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings"]
+__all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
 
@@ -59,14 +59,14 @@ def load_settings(
     directory = Path(conf_dir or os.environ.get("DELTAMARK_CONF_DIR") or "conf")
     raw: dict[str, Any] = {}
     for name in (SETTINGS_FILE, LOCAL_FILE):
-        raw = _merge(raw, _read_yaml(directory / name))
+        raw = _merge(raw, read_yaml(directory / name))
     env_root = os.environ.get("DELTAMARK_STATE_ROOT")
     if state_root is not None or env_root:
         raw["state_root"] = str(state_root or env_root)
     return _parse(raw, source=str(directory / SETTINGS_FILE), conf_dir=directory)
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:

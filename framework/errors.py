@@ -9,12 +9,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = [
+    "BookmarkOptionError",
     "ConfigError",
     "DeltaEngineUnavailableError",
     "DeltaTableError",
     "DeltamarkError",
+    "JobError",
+    "JobFailedError",
+    "JobNotFoundError",
+    "MissingContextError",
     "ReadOnlySqlError",
     "SchemaMismatchError",
+    "SourceError",
     "SparkStartError",
     "StateSchemaError",
     "TableNotFoundError",
@@ -40,6 +46,59 @@ class ConfigError(DeltamarkError):
         self.path = path
         self.problems = tuple(problems)
         super().__init__(f"{path}: {'; '.join(self.problems)}. Fix the file and run again.")
+
+
+class JobNotFoundError(DeltamarkError):
+    """No ``conf/jobs/<name>.yaml`` for the job asked for."""
+
+    def __init__(self, job: str, conf_dir: str, known: Sequence[str]):
+        self.job = job
+        listed = ", ".join(known) if known else "none"
+        super().__init__(f"job {job}: no {conf_dir}/jobs/{job}.yaml (jobs there: {listed}). "
+                         "Check the name or --conf-dir.")
+
+
+class JobError(DeltamarkError):
+    """A problem with how a job is run or what it asks for; ``job`` names it."""
+
+    def __init__(self, job: str, message: str):
+        self.job = job
+        super().__init__(f"job {job}: {message}")
+
+
+class BookmarkOptionError(JobError):
+    """Bookmark mode options that do not fit together (Glue's argument errors)."""
+
+
+class MissingContextError(JobError):
+    """A bookmarked source was read without a ``transformation_ctx``."""
+
+    def __init__(self, job: str, source: str):
+        self.source = source
+        super().__init__(
+            job, f"{source} is read without transformation_ctx, so its bookmark cannot be "
+            "kept. Pass transformation_ctx='<name>', or bookmark=False to read it whole on "
+            "every run.")
+
+
+class SourceError(JobError):
+    """A source cannot be planned or read (bad path, format or option); names the context."""
+
+    def __init__(self, job: str, context: str, message: str):
+        self.context = context
+        super().__init__(job, f"source {context}: {message}")
+
+
+class JobFailedError(JobError):
+    """The job's code raised; the run is recorded as failed and no bookmark moved."""
+
+    def __init__(self, job: str, run_id: str, cause: BaseException):
+        self.run_id, self.cause = run_id, cause
+        detail = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        super().__init__(
+            job, f"run {run_id} failed: {type(cause).__name__}: {detail} "
+            "(bookmarks unchanged; the next run reads the same input). --debug shows the "
+            "traceback.")
 
 
 class SparkStartError(DeltamarkError):

@@ -7,15 +7,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-__all__ = ["Bookmark", "BookmarkEvent", "Run", "RunStatus"]
+__all__ = ["Bookmark", "BookmarkEvent", "ProcessedFile", "Run", "RunStatus"]
 
-RunStatus = Literal["succeeded", "failed", "aborted"]
+RunStatus = Literal["running", "succeeded", "failed", "aborted"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
 
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a job, as recorded in the ``runs`` table."""
+    """One run of a job, as recorded in the ``runs`` table.
+
+    ``inputs`` maps each context to its counts (``files``, ``bytes``, ...); ``outputs``
+    maps each target written to what the write did (``version``, ``skipped``).
+    """
 
     job: str
     run_id: str
@@ -26,6 +30,8 @@ class Run:
     ended_at: datetime | None = None
     attempt: int = 1
     arguments: Mapping[str, str] = field(default_factory=dict)
+    inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     error: str | None = None
 
 
@@ -41,3 +47,16 @@ class Bookmark:
     state: Mapping[str, Any]
     event: BookmarkEvent = "commit"
     committed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ProcessedFile:
+    """A file one context of a job read in one run (``modified_ms``: epoch milliseconds)."""
+
+    job: str
+    context: str
+    run_id: str
+    run_seq: int
+    path: str
+    size: int
+    modified_ms: int

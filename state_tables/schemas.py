@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from framework.errors import StateSchemaError
 
-__all__ = ["BOOKMARKS", "RUNS", "StateTable", "TABLES", "upgrade"]
+__all__ = ["BOOKMARKS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES", "upgrade"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -37,19 +37,23 @@ class StateTable:
 
 RUNS = StateTable(
     name="runs",
-    version=1,
+    version=2,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
         ("job", pa.string(), False, "job name (conf/jobs/<job>.yaml)"),
         ("run_id", pa.string(), False, "unique id of the run"),
         ("run_seq", pa.int64(), False, "per-job run number; only grows, never reused"),
         ("attempt", pa.int32(), False, "1 for a first try, +1 for each retry of a failed run"),
-        ("status", pa.string(), False, "succeeded | failed | aborted"),
+        ("status", pa.string(), False, "running | succeeded | failed | aborted; a run has a "
+         "row per status it reached, the newest (updated_at) is current"),
         ("mode", pa.string(), False, "bookmark mode: enable | disable | pause"),
         ("started_at", TS, False, "when the run started (UTC)"),
         ("ended_at", TS, True, "when the run ended (UTC)"),
         ("arguments", pa.string(), False, "JSON object of the run's effective arguments"),
         ("error", pa.string(), True, "one-line error of a failed run"),
+        ("inputs", pa.string(), True, "JSON object: context -> counts read (files, bytes)"),
+        ("outputs", pa.string(), True, "JSON object: target -> what was written (version)"),
+        ("updated_at", TS, True, "when this row was written (UTC)"),
     ),
 )
 
@@ -69,12 +73,33 @@ BOOKMARKS = StateTable(
     ),
 )
 
-TABLES: Mapping[str, StateTable] = {t.name: t for t in (RUNS, BOOKMARKS)}
+PROCESSED_FILES = StateTable(
+    name="processed_files",
+    version=1,
+    columns=(
+        ("schema_version", pa.int32(), False, "version of this row's layout"),
+        ("job", pa.string(), False, "job name"),
+        ("context", pa.string(), False, "transformation_ctx of the file source"),
+        ("run_id", pa.string(), False, "the run that read the file"),
+        ("run_seq", pa.int64(), False, "that run's per-job number"),
+        ("path", pa.string(), False, "the file's full path or URI"),
+        ("size", pa.int64(), False, "its size in bytes when read"),
+        ("modified_ms", pa.int64(), False, "its modification time when read (epoch ms)"),
+    ),
+)
+
+TABLES: Mapping[str, StateTable] = {t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES)}
 
 # MIGRATIONS[table][n] turns a row of version n into a row of version n + 1.
 MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    "runs": {},
+    "runs": {
+        1: lambda row: {**row, "inputs": row.get("inputs") or "{}",
+                        "outputs": row.get("outputs") or "{}",
+                        "updated_at": row.get("updated_at") or row["ended_at"]
+                        or row["started_at"]},
+    },
     "bookmarks": {},
+    "processed_files": {},
 }
 
 

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from framework.delta import log
-from state_tables.model import Bookmark, Run
-from state_tables.schemas import BOOKMARKS, RUNS, StateTable, upgrade
+from state_tables.model import Bookmark, ProcessedFile, Run
+from state_tables.schemas import BOOKMARKS, PROCESSED_FILES, RUNS, StateTable, upgrade
 
 __all__ = ["StateStore"]
 
@@ -24,7 +24,7 @@ MAINTENANCE_EVERY = 10
 
 
 class StateStore:
-    """The state tables under one state root (``<root>/runs``, ``<root>/bookmarks``).
+    """The state tables under one state root (``<root>/runs``, ``<root>/bookmarks``, ...).
 
     Tables are created on first write. Example::
 
@@ -41,11 +41,21 @@ class StateStore:
 
     # --- writes ---------------------------------------------------------------------
 
-    def commit_run(self, run: Run, bookmarks: Sequence[Bookmark] = ()) -> None:
-        """Record a finished run and, if any, the bookmark states it committed."""
+    def record_run(self, run: Run) -> None:
+        """Record a run's status (``running``, ``failed``, ...) without touching bookmarks."""
+        self._append(RUNS, [_run_row(run)])
+
+    def commit_run(self, run: Run, bookmarks: Sequence[Bookmark] = (),
+                   files: Sequence[ProcessedFile] = ()) -> None:
+        """Record a finished run with the bookmark states and the files it committed.
+
+        The run row goes last: a run counts as committed only once it is there.
+        """
+        if files:
+            self._append(PROCESSED_FILES, [_file_row(f) for f in files])
         if bookmarks:
             self._append(BOOKMARKS, [_bookmark_row(b) for b in bookmarks])
-        self._append(RUNS, [_run_row(run)])
+        self.record_run(run)
 
     def _append(self, table: StateTable, rows: list[dict[str, Any]]) -> None:
         log.append_rows(self.path(table), pa.Table.from_pylist(rows, schema=table.schema),
@@ -54,31 +64,70 @@ class StateStore:
     # --- reads ----------------------------------------------------------------------
 
     def runs(self, job: str | None = None) -> list[Run]:
-        """Recorded runs, by job then run_seq."""
-        rows = self._read(RUNS, {"job": job})
-        ordered = rows.sort_by([("job", "ascending"), ("run_seq", "ascending")])
-        return [_run(r) for r in _upgraded(RUNS, ordered)]
+        """Recorded runs in their current status, by job then run_seq."""
+        rows = _upgraded(RUNS, self._read(RUNS, {"job": job}))
+        newest = _first_per(sorted(rows, key=lambda r: r["updated_at"], reverse=True),
+                            ("job", "run_id"))
+        return sorted((_run(r) for r in newest), key=lambda r: (r.job, r.run_seq))
 
-    def bookmarks(self, job: str, context: str | None = None) -> list[Bookmark]:
-        """The current bookmark of each context of ``job`` (the newest row per context)."""
-        rows = self._read(BOOKMARKS, {"job": job, "context": context})
-        ordered = rows.sort_by([("context", "ascending"), ("run_seq", "descending"),
-                                ("committed_at", "descending")])
-        if not len(ordered):
+    def bookmarks(self, job: str, context: str | None = None, *,
+                  up_to_seq: int | None = None) -> list[Bookmark]:
+        """The current bookmark of each context of ``job`` (the newest row per context).
+
+        With ``up_to_seq``, the bookmarks as they stood after run number ``up_to_seq``.
+        """
+        filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
+        if up_to_seq is not None:
+            filters.append(("run_seq", "<=", up_to_seq))
+        rows = self._read_where(BOOKMARKS, filters).sort_by(
+            [("context", "ascending"), ("run_seq", "descending"),
+             ("committed_at", "descending")])
+        if not len(rows):
             return []
-        contexts = ordered["context"].combine_chunks()
+        contexts = rows["context"].combine_chunks()
         first_of_context = pa.concat_arrays(
             [pa.array([True]), pc.not_equal(contexts[1:], contexts[:-1])])
-        return [_bookmark(r) for r in _upgraded(BOOKMARKS, ordered.filter(first_of_context))]
+        return [_bookmark(r) for r in _upgraded(BOOKMARKS, rows.filter(first_of_context))]
+
+    def processed_files(self, job: str, context: str, *, modified_after_ms: int | None = None,
+                        paths: Sequence[str] | None = None,
+                        up_to_seq: int | None = None) -> list[ProcessedFile]:
+        """Files ``context`` of ``job`` has read: all, or those modified after a time or with
+        one of ``paths``; with ``up_to_seq``, only those read by run ``up_to_seq`` or earlier.
+        """
+        if paths is not None and not paths:
+            return []
+        filters: list[tuple[str, str, Any]] = [("job", "=", job), ("context", "=", context)]
+        if modified_after_ms is not None:
+            filters.append(("modified_ms", ">", modified_after_ms))
+        if paths is not None:
+            filters.append(("path", "in", list(paths)))
+        if up_to_seq is not None:
+            filters.append(("run_seq", "<=", up_to_seq))
+        rows = self._read_where(PROCESSED_FILES, filters)
+        return [_file(r) for r in _upgraded(PROCESSED_FILES, rows)]
 
     def _read(self, table: StateTable, equal: Mapping[str, str | None]) -> pa.Table:
-        filters = [(column, "=", value) for column, value in equal.items() if value is not None]
+        return self._read_where(
+            table, [(column, "=", value) for column, value in equal.items() if value is not None])
+
+    def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]]) -> pa.Table:
         rows = log.read_rows(self.path(table), filters=filters or None)
         return table.schema.empty_table() if rows is None else rows
 
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
     return (upgrade(table, row) for row in rows.to_pylist())
+
+
+def _first_per(rows: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
+    seen: set[tuple[Any, ...]] = set()
+    first = []
+    for row in rows:
+        if (k := tuple(row[c] for c in key)) not in seen:
+            seen.add(k)
+            first.append(row)
+    return first
 
 
 def _now() -> datetime:
@@ -91,14 +140,22 @@ def _run_row(run: Run) -> dict[str, Any]:
         "run_seq": run.run_seq, "attempt": run.attempt, "status": run.status,
         "mode": run.mode, "started_at": run.started_at, "ended_at": run.ended_at,
         "arguments": json.dumps(dict(run.arguments), sort_keys=True), "error": run.error,
+        "inputs": json.dumps(_plain(run.inputs), sort_keys=True),
+        "outputs": json.dumps(_plain(run.outputs), sort_keys=True, default=str),
+        "updated_at": _now(),
     }
+
+
+def _plain(mapping: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {key: dict(value) for key, value in mapping.items()}
 
 
 def _run(row: dict[str, Any]) -> Run:
     return Run(job=row["job"], run_id=row["run_id"], run_seq=row["run_seq"],
                attempt=row["attempt"], status=row["status"], mode=row["mode"],
                started_at=row["started_at"], ended_at=row["ended_at"],
-               arguments=json.loads(row["arguments"]), error=row["error"])
+               arguments=json.loads(row["arguments"]), inputs=json.loads(row["inputs"]),
+               outputs=json.loads(row["outputs"]), error=row["error"])
 
 
 def _bookmark_row(bookmark: Bookmark) -> dict[str, Any]:
@@ -116,3 +173,15 @@ def _bookmark(row: dict[str, Any]) -> Bookmark:
                     run_seq=row["run_seq"], source_kind=row["source_kind"],
                     state=json.loads(row["state"]), event=row["event"],
                     committed_at=row["committed_at"])
+
+
+def _file_row(file: ProcessedFile) -> dict[str, Any]:
+    return {"schema_version": PROCESSED_FILES.version, "job": file.job, "context": file.context,
+            "run_id": file.run_id, "run_seq": file.run_seq, "path": file.path,
+            "size": file.size, "modified_ms": file.modified_ms}
+
+
+def _file(row: dict[str, Any]) -> ProcessedFile:
+    return ProcessedFile(job=row["job"], context=row["context"], run_id=row["run_id"],
+                         run_seq=row["run_seq"], path=row["path"], size=row["size"],
+                         modified_ms=row["modified_ms"])

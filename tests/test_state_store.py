@@ -6,8 +6,8 @@ import pytest
 
 from framework.delta import log
 from framework.errors import ReadOnlySqlError, StateSchemaError
-from state_tables.model import Bookmark, Run
-from state_tables.schemas import BOOKMARKS, RUNS
+from state_tables.model import Bookmark, ProcessedFile, Run
+from state_tables.schemas import RUNS, TABLES
 from state_tables.sql import run_sql
 from state_tables.store import MAINTENANCE_EVERY, StateStore
 
@@ -65,11 +65,44 @@ def test_rows_from_a_newer_deltamark_are_refused(tmp_path):
     log.append_rows(store.path(RUNS), pa.Table.from_pylist([row], schema=RUNS.schema))
     with pytest.raises(StateSchemaError) as error:
         store.runs("a")
-    assert (error.value.table, error.value.found, error.value.supported) == ("runs", 99, 1)
+    assert (error.value.table, error.value.found, error.value.supported) == ("runs", 99, 2)
+
+
+def test_runs_written_by_schema_version_1_are_upgraded(tmp_path):
+    store = StateStore(tmp_path)
+    v1_columns = [c for c in RUNS.columns if c[0] not in ("inputs", "outputs", "updated_at")]
+    v1 = pa.schema([pa.field(n, t, nullable=null) for n, t, null, _ in v1_columns])
+    row = {"schema_version": 1, "job": "a", "run_id": "old", "run_seq": 1, "attempt": 1,
+           "status": "succeeded", "mode": "enable", "started_at": T0, "ended_at": None,
+           "arguments": "{}", "error": None}
+    log.append_rows(store.path(RUNS), pa.Table.from_pylist([row], schema=v1))
+    store.commit_run(run("a", 2))
+    old, new = store.runs("a")
+    assert (old.run_id, old.inputs, old.outputs) == ("old", {}, {})
+    assert new == run("a", 2)
+
+
+def test_a_run_shows_its_newest_status(tmp_path):
+    store = StateStore(tmp_path)
+    store.record_run(run("a", 1, status="running"))
+    assert [r.status for r in store.runs("a")] == ["running"]
+    store.commit_run(run("a", 1))
+    store.record_run(run("a", 2, status="running"))
+    assert [r.status for r in store.runs("a")] == ["succeeded", "running"]
+
+
+def test_processed_files_by_time_and_path(tmp_path):
+    store = StateStore(tmp_path)
+    files = [ProcessedFile("a", "src", "a-1", 1, f"/in/{i}.json", 10, 1000 + i) for i in range(5)]
+    store.commit_run(run("a", 1), [mark("a", "src", 1)], files)
+    assert store.processed_files("a", "src", modified_after_ms=1002) == files[3:]
+    assert store.processed_files("a", "src", paths=["/in/0.json", "/in/x"]) == files[:1]
+    assert store.processed_files("a", "src", paths=[]) == []
+    assert store.processed_files("a", "other") == []
 
 
 def test_every_column_is_documented():
-    for table in (RUNS, BOOKMARKS):
+    for table in TABLES.values():
         assert all(doc.strip() for doc in table.docs().values())
         assert table.schema.names[0] == "schema_version"
 

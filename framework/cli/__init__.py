@@ -11,6 +11,7 @@ import typer
 
 from framework.cli import bookmarks, runs
 from framework.cli._common import CliOptions
+from framework.cli.run import run
 from framework.cli.sql import sql
 
 __all__ = ["app", "main"]
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 app.add_typer(runs.app, name="runs")
 app.add_typer(bookmarks.app, name="bookmarks")
+app.command("run")(run)
 app.command("sql")(sql)
 
 

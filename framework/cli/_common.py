@@ -48,7 +48,7 @@ def library_errors(ctx: typer.Context) -> Iterator[None]:
 
 def render(rows: Sequence[Mapping[str, Any] | Any], *, as_json: bool) -> None:
     """Rows as a JSON array (``--json``: nothing else on stdout) or an aligned text table."""
-    records = [_plain(asdict(r) if is_dataclass(r) else dict(r)) for r in rows]
+    records = [plain(asdict(r) if is_dataclass(r) else dict(r)) for r in rows]
     if as_json:
         typer.echo(json.dumps(records, default=str))
         return
@@ -63,7 +63,7 @@ def render(rows: Sequence[Mapping[str, Any] | Any], *, as_json: bool) -> None:
         typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
-def _plain(record: Mapping[str, Any]) -> dict[str, Any]:
+def plain(record: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v.isoformat() if isinstance(v, (dt.datetime, dt.date)) else v
             for k, v in record.items()}
 

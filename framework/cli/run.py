@@ -1,0 +1,71 @@
+"""deltamark run JOB ..."""
+
+import json
+import logging
+from dataclasses import asdict
+from typing import Annotated
+
+import typer
+
+from framework.cli._common import library_errors, options
+from framework.runner import RunReport, run_job
+
+SHOWN_FILES = 20
+
+
+def run(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The job (conf/jobs/<JOB>.yaml).")],
+    bookmark: Annotated[str | None, typer.Option(
+        help="enable | disable | pause (Glue's job-bookmark-* names work too) "
+             "[default: the job's conf, else enable].")] = None,
+    bookmark_from: Annotated[str | None, typer.Option(
+        help="pause: skip what this run had already processed.")] = None,
+    bookmark_to: Annotated[str | None, typer.Option(
+        help="pause: read up to what this run had processed.")] = None,
+    arg: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE overriding a job param; repeat for several.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        help="Plan and show what would be read; write and record nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks."""
+    args = dict(_key_value(a) for a in arg or [])
+    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("deltamark").setLevel(logging.INFO)
+    with library_errors(ctx):
+        report = run_job(options(ctx).settings(), job, bookmark=bookmark,
+                         bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
+                         dry_run=dry_run)
+    typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise typer.BadParameter(f"'{text}' is not KEY=VALUE", param_hint="--arg")
+    return key, value
+
+
+def _text(report: RunReport) -> str:
+    if report.dry_run:
+        lines = [f"{report.job}: dry run as run {report.run_seq} (bookmark {report.mode}); "
+                 "nothing was written or recorded"]
+    else:
+        lines = [f"{report.job}: run {report.run_seq} {report.status} in "
+                 f"{report.seconds:.1f} s (run_id {report.run_id}, attempt {report.attempt}, "
+                 f"bookmark {report.mode})"]
+    for context, counts in report.inputs.items():
+        lines.append(f"  read  {context}: {counts['files']} of {counts['listed']} files "
+                     f"({counts['bytes']} bytes), {counts['backlog']} left for later runs, "
+                     f"{counts['rewritten_skipped']} rewritten files skipped")
+        if report.dry_run:
+            paths = report.planned_files.get(context, [])
+            lines += [f"        {p}" for p in paths[:SHOWN_FILES]]
+            if len(paths) > SHOWN_FILES:
+                lines.append(f"        ... and {len(paths) - SHOWN_FILES} more")
+    for target, result in report.outputs.items():
+        done = (f"version {result['version']}" if result.get("written")
+                else "would be written" if report.dry_run else "nothing written")
+        lines.append(f"  wrote {target}: {done}")
+    return "\n".join(lines)

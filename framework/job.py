@@ -1,0 +1,273 @@
+"""The job base class and the context a run hands to it.
+
+    from framework import IncrementalJob
+
+    class OrdersIngest(IncrementalJob):
+        def run(self, ctx):
+            df = ctx.read_files(ctx.params["landing"], format="json",
+                                transformation_ctx="orders_src")
+            ctx.write_delta(df, ctx.params["target"], mode="append")
+
+Sources plan what to read against the bookmark when they are called; nothing is recorded
+until ``run`` returns. Then the runner commits the new bookmarks (``framework.runner``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
+from framework.errors import JobError, MissingContextError, SourceError
+from framework.modes import BookmarkOptions
+from framework.sources import files
+from framework.sources.files import FileFormat, FilePlan, RewritePolicy
+from state_tables.model import Bookmark, ProcessedFile
+from state_tables.store import StateStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["IncrementalJob", "JobContext", "app_id"]
+
+
+def app_id(job: str) -> str:
+    """The Delta app-transaction id of ``job``'s target commits (version = run_seq)."""
+    return f"deltamark:{job}"
+
+
+class IncrementalJob(ABC):
+    """Base class of deltamark jobs. Implement ``run``; read and write through ``ctx``."""
+
+    @abstractmethod
+    def run(self, ctx: JobContext) -> None:
+        """Do one run's work. Raising leaves every bookmark where it was."""
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """What one context of this run reads, and its state once the run commits."""
+
+    context: str
+    kind: str
+    counts: Mapping[str, int]
+    state: Mapping[str, Any] | None
+    files: tuple[files.ListedFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    job: str
+    run_id: str
+    run_seq: int
+    #: run_seq of the runs named by --bookmark-from / --bookmark-to, in pause mode.
+    range_seqs: tuple[int, int] | None = None
+
+
+class JobContext:
+    """What ``IncrementalJob.run`` gets: Spark, params, the run's identity, bookmarked I/O.
+
+    Attributes:
+        spark, params, job_name, run_id, run_seq, mode, log, dry_run
+    """
+
+    def __init__(self, *, spark: SparkSession, run: RunIdentity, params: Mapping[str, str],
+                 bookmark: BookmarkOptions, store: StateStore, engine: DeltaEngine,
+                 dry_run: bool = False):
+        self.spark = spark
+        self.params = dict(params)
+        self.job_name, self.run_id, self.run_seq = run.job, run.run_id, run.run_seq
+        self.bookmark = bookmark
+        self.mode = bookmark.mode
+        self.dry_run = dry_run
+        self.log = logging.getLogger(f"deltamark.job.{run.job}")
+        self._run = run
+        self._store = store
+        self._engine = engine
+        self._reads: dict[str, SourceRead] = {}
+        self._outputs: dict[str, dict[str, Any]] = {}
+
+    # --- sources ----------------------------------------------------------------------
+
+    def read_files(
+        self,
+        paths: str | Sequence[str],
+        *,
+        format: FileFormat,
+        transformation_ctx: str | None = None,
+        bookmark: bool = True,
+        options: Mapping[str, Any] | None = None,
+        schema: StructType | str | None = None,
+        recurse: bool = True,
+        exclusions: str | Sequence[str] = (),
+        bounded_files: int | None = None,
+        bounded_size: int | None = None,
+        rewritten: RewritePolicy = "ignore",
+        max_band: timedelta = timedelta(minutes=15),
+        lineage_column: str | None = None,
+    ) -> DataFrame:
+        """Read the files under ``paths`` that this context has not processed yet.
+
+        Args:
+            paths: a directory, file or glob-free URI, or several.
+            format: json, csv, parquet, orc, xml (needs ``options={"rowTag": ...}``),
+                text or avro.
+            transformation_ctx: the bookmark's name; required unless ``bookmark=False``
+                or the mode is disable.
+            bookmark: False reads every file, every run, and records nothing.
+            options: Spark reader options, passed through.
+            schema: the rows' schema (also the schema of an empty read).
+            recurse: descend into subdirectories (Hive-style ``key=value`` directories
+                become columns).
+            exclusions: glob patterns (or Glue's JSON array string) of paths to skip.
+            bounded_files, bounded_size: read at most this many files / bytes, oldest
+                first; the rest waits for later runs.
+            rewritten: a file read before that changed since: ``ignore`` or ``reprocess``.
+            max_band: the late-file window (Glue's maxBand).
+            lineage_column: add the source file's URI to each row under this name.
+
+        Raises:
+            MissingContextError, SourceError
+        """
+        path_list = (paths,) if isinstance(paths, str) else tuple(paths)
+        context = self._context(transformation_ctx, bookmark, f"read_files({path_list!r})")
+        source = files.FileSource(
+            paths=path_list, format=format,
+            options={str(k): _option(v) for k, v in (options or {}).items()},
+            schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
+            bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
+            max_band_ms=int(max_band.total_seconds() * 1000), lineage_column=lineage_column)
+        if problems := source.problems():
+            raise SourceError(self.job_name, context, "; ".join(problems))
+        try:
+            listed = files.list_files(source)
+        except (OSError, ValueError) as exc:
+            raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
+        plan = self._plan_files(context, source, listed, tracked=bookmark)
+        self._record(SourceRead(context, files.SOURCE_KIND, plan.counts(),
+                                plan.state.to_dict() if plan.state else None, plan.files))
+        self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
+                      context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
+        return files.read_files(self.spark, source, plan)
+
+    def _plan_files(self, context: str, source: files.FileSource,
+                    listed: list[files.ListedFile], *, tracked: bool) -> FilePlan:
+        if not tracked or not self.bookmark.reads_bookmark:
+            return files.plan_files(listed, source, start=None, advance=False)
+        if self._run.range_seqs:
+            first, last = self._run.range_seqs
+            return files.plan_files(listed, source, start=self._file_bookmark(context, first),
+                                    end=self._file_bookmark(context, last), advance=False)
+        return files.plan_files(listed, source, start=self._file_bookmark(context),
+                                advance=self.bookmark.advances)
+
+    def _file_bookmark(self, context: str, up_to_seq: int | None = None
+                       ) -> files.FileBookmark | None:
+        found = self._store.bookmarks(self.job_name, context, up_to_seq=up_to_seq)
+        if not found:
+            return None
+        if found[0].source_kind != files.SOURCE_KIND:
+            raise SourceError(self.job_name, context,
+                              f"this context holds a {found[0].source_kind} bookmark, not a "
+                              "files one. Give the file source its own transformation_ctx.")
+        state = files.FileState.from_dict(found[0].state)
+        read = self._store.processed_files(self.job_name, context, up_to_seq=up_to_seq,
+                                           modified_after_ms=state.settled_ms)
+        window = {f.path: (f.modified_ms, f.size)
+                  for f in sorted(read, key=lambda f: f.run_seq)}
+
+        def seen(paths: Sequence[str]) -> set[str]:
+            return {f.path for f in self._store.processed_files(
+                self.job_name, context, paths=paths, up_to_seq=up_to_seq)}
+
+        return files.FileBookmark(state=state, window=window, seen=seen)
+
+    def _context(self, transformation_ctx: str | None, bookmark: bool, what: str) -> str:
+        if transformation_ctx:
+            if transformation_ctx in self._reads:
+                raise JobError(self.job_name, f"transformation_ctx '{transformation_ctx}' is "
+                               "used twice in one run; give each source its own.")
+            return transformation_ctx
+        if bookmark and self.bookmark.reads_bookmark:
+            raise MissingContextError(self.job_name, what)
+        return f"(untracked) {what}"
+
+    def _record(self, read: SourceRead) -> None:
+        self._reads[read.context] = read
+
+    # --- targets ----------------------------------------------------------------------
+
+    def write_delta(
+        self,
+        df: DataFrame,
+        target: str,
+        *,
+        mode: WriteMode = "append",
+        partition_by: Sequence[str] = (),
+        replace_where: Sequence[Filter] = (),
+        merge_schema: bool = False,
+    ) -> WriteResult:
+        """Write ``df`` to the Delta table ``target`` in one commit tagged with this run.
+
+        The commit carries the app transaction (``deltamark:<job>``, run_seq) and, in its
+        metadata, the run id and the bookmarks this run will commit; a replay of the same
+        run is skipped. Each target is written once per run. A DataFrame without columns
+        (an empty read with no schema) writes nothing. In a dry run nothing is written.
+
+        Raises:
+            JobError: the target was already written in this run.
+            SchemaMismatchError, WriteConflictError
+        """
+        key = os.path.abspath(target) if "://" not in target else target
+        if key in self._outputs:
+            raise JobError(self.job_name, f"target {target} is written twice in one run; "
+                           "union the DataFrames and write once.")
+        if self.dry_run or not df.columns:
+            self._outputs[key] = {"target": target, "written": False}
+            return WriteResult(version=self._engine.version(target) or -1, skipped=True)
+        result = self._engine.write(
+            df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
+            merge_schema=merge_schema, txn=AppTransaction(app_id(self.job_name), self.run_seq),
+            metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
+                                    "run_seq": self.run_seq, "bookmarks": self._states()}})
+        self._outputs[key] = {"target": target, "written": not result.skipped,
+                              "version": result.version}
+        self.log.info("wrote %s as version %d", target, result.version)
+        return result
+
+    # --- what the runner commits ------------------------------------------------------
+
+    def _states(self) -> dict[str, Mapping[str, Any]]:
+        return {r.context: r.state for r in self._reads.values() if r.state is not None}
+
+    def inputs(self) -> dict[str, Mapping[str, int]]:
+        return {r.context: r.counts for r in self._reads.values()}
+
+    def outputs(self) -> dict[str, dict[str, Any]]:
+        return {o["target"]: {k: v for k, v in o.items() if k != "target"}
+                for o in self._outputs.values()}
+
+    def planned_files(self) -> dict[str, list[str]]:
+        return {r.context: [f.path for f in r.files] for r in self._reads.values()}
+
+    def bookmarks(self) -> list[Bookmark]:
+        """The bookmark rows this run commits (none unless the mode advances)."""
+        return [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
+                         run_seq=self.run_seq, source_kind=r.kind, state=r.state)
+                for r in self._reads.values() if r.state is not None]
+
+    def processed_files(self) -> list[ProcessedFile]:
+        return [ProcessedFile(job=self.job_name, context=r.context, run_id=self.run_id,
+                              run_seq=self.run_seq, path=f.path, size=f.size,
+                              modified_ms=f.modified_ms)
+                for r in self._reads.values() if r.state is not None for f in r.files]
+
+
+def _option(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

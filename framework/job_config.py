@@ -1,0 +1,119 @@
+"""Job declarations: ``conf/jobs/<name>.yaml``, validated all at once.
+
+    class: jobs.orders_ingest:OrdersIngest   # or path/to/file.py:Class (relative to conf/)
+    bookmark: enable                         # enable | disable | pause
+    params: {landing: data/landing/orders, target: data/lake/bronze/orders}
+
+Params are strings, as Glue job arguments are; ``--arg KEY=VALUE`` overrides them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
+
+from framework.config import Settings, read_yaml
+from framework.errors import ConfigError, JobNotFoundError
+from framework.modes import BookmarkMode
+
+if TYPE_CHECKING:
+    from framework.job import IncrementalJob
+
+__all__ = ["JobSpec", "job_names", "load_job"]
+
+KNOWN_KEYS = ("class", "bookmark", "params", "description")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job declaration."""
+
+    name: str
+    source: Path
+    job_class: type[IncrementalJob]
+    bookmark: BookmarkMode = "enable"
+    params: Mapping[str, str] = field(default_factory=dict)
+    description: str = ""
+
+
+def job_names(settings: Settings) -> list[str]:
+    """The jobs declared under ``<conf>/jobs``."""
+    return sorted(p.stem for p in (settings.conf_dir / "jobs").glob("*.yaml"))
+
+
+def load_job(settings: Settings, name: str) -> JobSpec:
+    """Read, validate and import the job ``name``.
+
+    Raises:
+        JobNotFoundError: no such file.
+        ConfigError: every problem in the file, each naming its key.
+    """
+    path = settings.conf_dir / "jobs" / f"{name}.yaml"
+    if not path.is_file():
+        raise JobNotFoundError(name, str(settings.conf_dir), job_names(settings))
+    raw = read_yaml(path)
+    problems = [f"unknown key '{key}' (known: {', '.join(KNOWN_KEYS)})"
+                for key in raw if key not in KNOWN_KEYS]
+
+    bookmark = raw.get("bookmark", "enable")
+    if bookmark not in get_args(BookmarkMode):
+        problems.append(f"bookmark: '{bookmark}' is not one of enable, disable, pause")
+
+    params = raw.get("params") or {}
+    if not isinstance(params, Mapping):
+        problems.append("params: must be a mapping of name -> value")
+        params = {}
+    for key, value in params.items():
+        if isinstance(value, (Mapping, list)) or value is None:
+            problems.append(f"params.{key}: must be a single value (string, number or bool)")
+
+    job_class = None
+    if "class" not in raw:
+        problems.append("class: missing (module.path:ClassName or file.py:ClassName)")
+    else:
+        job_class, problem = _import_class(str(raw["class"]), settings.conf_dir)
+        if problem:
+            problems.append(f"class: {problem}")
+
+    if problems:
+        raise ConfigError(str(path), problems)
+    return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
+                   params={str(k): _param(v) for k, v in params.items()},
+                   description=str(raw.get("description", "")))
+
+
+def _param(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:
+    from framework.job import IncrementalJob
+
+    where, _, class_name = ref.rpartition(":")
+    if not where or not class_name:
+        return None, f"'{ref}' is not module.path:ClassName or file.py:ClassName"
+    try:
+        module = _load_file(conf_dir / where) if where.endswith(".py") else (
+            importlib.import_module(where))
+    except (ImportError, OSError, SyntaxError) as exc:
+        return None, f"cannot import '{where}' ({type(exc).__name__}: {exc})"
+    job_class = getattr(module, class_name, None)
+    if not (isinstance(job_class, type) and issubclass(job_class, IncrementalJob)):
+        return None, f"'{class_name}' in '{where}' is not an IncrementalJob subclass"
+    return job_class, None
+
+
+def _load_file(path: Path) -> Any:
+    if not path.is_file():
+        raise ImportError(f"no file {path}")
+    name = f"deltamark_jobs.{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

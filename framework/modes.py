@@ -1,0 +1,74 @@
+"""Bookmark modes with Glue's semantics and argument errors.
+
+- ``enable``: read what earlier runs have not processed; the bookmark advances when the
+  run succeeds. deltamark's default (Glue's default is disable).
+- ``disable``: read everything; the bookmark is neither used nor changed.
+- ``pause``: read from the current bookmark without advancing it; with ``from_run`` and
+  ``to_run``, read exactly what run FROM had not yet processed and run TO had (both or
+  neither).
+
+Glue's names (``job-bookmark-enable`` ...) and legacy names (``continuation-enabled`` /
+``continuation-readonly`` / ``continuation-ignore``) are accepted too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from framework.errors import BookmarkOptionError
+
+__all__ = ["BookmarkMode", "BookmarkOptions"]
+
+BookmarkMode = Literal["enable", "disable", "pause"]
+
+_ALIASES = {
+    **{mode: mode for mode in get_args(BookmarkMode)},
+    **{f"job-bookmark-{mode}": mode for mode in get_args(BookmarkMode)},
+    "continuation-enabled": "enable",
+    "continuation-readonly": "pause",
+    "continuation-ignore": "disable",
+}
+
+
+@dataclass(frozen=True)
+class BookmarkOptions:
+    """How a run uses its bookmarks. Build with ``BookmarkOptions.parse``."""
+
+    mode: BookmarkMode = "enable"
+    from_run: str | None = None
+    to_run: str | None = None
+
+    @property
+    def reads_bookmark(self) -> bool:
+        return self.mode != "disable"
+
+    @property
+    def advances(self) -> bool:
+        return self.mode == "enable"
+
+    @classmethod
+    def parse(cls, job: str, mode: str, from_run: str | None = None,
+              to_run: str | None = None) -> BookmarkOptions:
+        """Validate a mode and its range the way Glue does.
+
+        Raises:
+            BookmarkOptionError: unknown mode; from/to outside pause; only one of them.
+        """
+        resolved = _ALIASES.get(mode.strip().lower())
+        if resolved is None:
+            raise BookmarkOptionError(
+                job, f"bookmark mode '{mode}' is not one of enable, disable, pause "
+                "(Glue's job-bookmark-* and continuation-* names work too).")
+        given = [name for name, value in (("--bookmark-from", from_run),
+                                          ("--bookmark-to", to_run)) if value]
+        if given and resolved != "pause":
+            raise BookmarkOptionError(
+                job, f"Invalid option(s): {' and '.join(given)} only apply with "
+                f"--bookmark pause (the mode is {resolved}).")
+        if len(given) == 1:
+            missing = "--bookmark-to" if from_run else "--bookmark-from"
+            raise BookmarkOptionError(
+                job, f"Missing option or value for {missing}: pause with a range needs "
+                "both --bookmark-from and --bookmark-to (or neither).")
+        return cls(mode=resolved, from_run=from_run or None, to_run=to_run or None)

@@ -1,0 +1,1 @@
+"""Sources jobs read incrementally: one module per kind (``files``; more to come)."""
