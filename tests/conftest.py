@@ -26,3 +26,11 @@ def engine(request, spark):
         pytest.skip("native Delta path: Delta's jars are not on this Spark session "
                     "(no Maven here; put them in spark.jars to run these)")
     return delta_engine(spark, request.param)
+
+
+@pytest.fixture
+def ws(tmp_path, spark):
+    """A project in tmp_path whose jobs run on the session's Spark."""
+    from workspace import Workspace
+
+    return Workspace(tmp_path, spark)

@@ -325,8 +325,9 @@ def _base_path(source: FileSource) -> str | None:
 
 def _spark_avro_available(spark: SparkSession) -> bool:
     try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.avro.AvroFileFormat")
-    except Exception:  # Spark Connect has no _jvm; a missing class raises a Py4J error.
+        spark._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            "avro", spark._jsparkSession.sessionState().conf())
+    except Exception:  # Spark Connect has no _jvm; a missing module raises a Py4J error.
         return False
     return True
 

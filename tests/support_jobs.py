@@ -1,0 +1,56 @@
+"""Jobs the tests run, configured through their (string) params."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from framework import IncrementalJob, JobContext
+
+
+def read(ctx: JobContext, **overrides):
+    p = ctx.params
+    options = {k.removeprefix("option."): v for k, v in p.items() if k.startswith("option.")}
+    kwargs = dict(
+        format=p.get("format", "json"), transformation_ctx=p.get("ctx", "src"),
+        options=options, schema=p.get("schema"),
+        exclusions=json.loads(p.get("exclusions", "[]")),
+        recurse=p.get("recurse", "true") == "true",
+        bounded_files=int(p["bounded_files"]) if "bounded_files" in p else None,
+        bounded_size=int(p["bounded_size"]) if "bounded_size" in p else None,
+        rewritten=p.get("rewritten", "ignore"),
+        max_band=timedelta(seconds=float(p.get("max_band_s", 900))),
+        lineage_column=p.get("lineage"))
+    return ctx.read_files(p["landing"], **{**kwargs, **overrides})
+
+
+class CopyFiles(IncrementalJob):
+    """Landing files -> a Delta table, as they are."""
+
+    def run(self, ctx):
+        ctx.write_delta(read(ctx), ctx.params["target"])
+
+
+class FailAfterRead(IncrementalJob):
+    def run(self, ctx):
+        read(ctx).count()
+        raise RuntimeError("transform exploded")
+
+
+class NoContext(IncrementalJob):
+    def run(self, ctx):
+        df = ctx.read_files(ctx.params["landing"], format="json",
+                            bookmark=ctx.params.get("track") != "false")
+        ctx.write_delta(df, ctx.params["target"])
+
+
+class FileLandsDuringRun(IncrementalJob):
+    """Plans its read, then a new file lands before the write."""
+
+    def run(self, ctx):
+        df = read(ctx)
+        landing = Path(ctx.params["landing"])
+        (landing / f"during-run-{ctx.run_seq}.json").write_text(
+            json.dumps({"id": 1000 + ctx.run_seq}) + "\n")
+        ctx.write_delta(df, ctx.params["target"])

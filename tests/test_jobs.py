@@ -1,0 +1,208 @@
+"""Jobs with bookmarks end to end: real Spark, real Delta tables, real state tables."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from framework.delta import log
+from framework.errors import (
+    BookmarkOptionError,
+    ConfigError,
+    JobFailedError,
+    JobNotFoundError,
+    MissingContextError,
+    SourceError,
+)
+from framework.job import app_id
+
+pytestmark = pytest.mark.spark
+
+def test_enable_reads_each_file_once_and_records_the_run(ws):
+    ws.declare()
+    ws.land()
+    ws.land()
+    first = ws.run()
+    assert (first.run_seq, first.inputs["src"]["files"], first.status) == (1, 2, "succeeded")
+    ws.land()
+    second = ws.run()
+    assert second.inputs["src"]["files"] == 1 and second.inputs["src"]["listed"] == 3
+    third = ws.run()
+    assert third.inputs["src"]["files"] == 0
+    assert third.outputs[ws.target] == {"written": False}  # no files, no schema: no commit
+    assert ws.ids() == [100, 101, 102, 200, 201, 202, 300, 301, 302]
+
+    runs = ws.store.runs("copy")
+    assert [(r.run_seq, r.status, r.mode, r.attempt) for r in runs] == [
+        (1, "succeeded", "enable", 1), (2, "succeeded", "enable", 1),
+        (3, "succeeded", "enable", 1)]
+    assert runs[1].inputs["src"]["files"] == 1 and runs[1].arguments["landing"]
+    assert len({r.run_id for r in runs}) == 3
+    [bookmark] = ws.store.bookmarks("copy")
+    assert (bookmark.run_seq, bookmark.state["files_total"]) == (3, 3)
+    # The target commit names the run and carries the bookmarks it commits.
+    assert log.transaction_version(ws.target, app_id("copy")) == 2
+    meta = log.history(ws.target, limit=1)[0].user_metadata["deltamark"]
+    assert (meta["run_seq"], meta["bookmarks"]["src"]["files_total"]) == (2, 3)
+
+
+def test_a_file_landing_during_a_run_belongs_to_the_next_run(ws):
+    ws.declare(cls="FileLandsDuringRun")
+    ws.land(rows=1)
+    assert ws.run().inputs["src"]["files"] == 1
+    assert ws.ids() == [100]
+    assert ws.run().inputs["src"]["files"] == 1  # the file that landed during run 1
+    assert ws.ids() == [100, 1001]
+
+
+def test_a_failed_run_leaves_the_bookmark_and_counts_attempts(ws):
+    ws.declare()
+    ws.land()
+    ws.run()
+    ws.land()
+    ws.declare(cls="FailAfterRead")
+    with pytest.raises(JobFailedError) as failed:
+        ws.run()
+    assert failed.value.job == "copy" and "transform exploded" in str(failed.value)
+    with pytest.raises(JobFailedError):
+        ws.run()
+    ws.declare()
+    retry = ws.run()
+    assert retry.inputs["src"]["files"] == 1  # the same file the failed runs had planned
+    assert ws.ids() == [100, 101, 102, 200, 201, 202]
+    runs = ws.store.runs("copy")
+    assert [(r.run_seq, r.status, r.attempt) for r in runs] == [
+        (1, "succeeded", 1), (2, "failed", 1), (3, "failed", 2), (4, "succeeded", 3)]
+    assert "RuntimeError: transform exploded" in runs[1].error
+    assert ws.store.bookmarks("copy")[0].run_seq == 4
+
+
+def test_disable_reads_everything_and_keeps_the_bookmark(ws):
+    ws.declare()
+    ws.land()
+    ws.run()
+    ws.land()
+    report = ws.run(bookmark="disable")
+    assert report.inputs["src"]["files"] == 2 and report.mode == "disable"
+    assert ws.store.bookmarks("copy")[0].run_seq == 1
+    assert ws.run().inputs["src"]["files"] == 1  # enable again: only the second batch
+
+
+def test_pause_reads_new_input_without_advancing(ws):
+    ws.declare(bookmark="pause")
+    ws.land()
+    assert ws.run().inputs["src"]["files"] == 1
+    assert ws.run().inputs["src"]["files"] == 1
+    assert ws.store.bookmarks("copy") == []
+
+
+def test_pause_from_to_reads_exactly_the_input_between_two_runs(ws):
+    ws.declare()
+    run_ids = []
+    for _ in range(3):
+        ws.land()
+        run_ids.append(ws.run().run_id)
+    ws.land()
+    report = ws.run(bookmark="pause", bookmark_from=run_ids[0], bookmark_to=run_ids[2])
+    assert report.inputs["src"]["files"] == 2 and report.run_seq == 4
+    assert report.planned_files["src"] == [str(ws.landing / "batch-002.json"),
+                                           str(ws.landing / "batch-003.json")]
+    assert ws.store.bookmarks("copy")[0].run_seq == 3
+    assert ws.store.runs("copy")[-1].arguments["bookmark_from"] == run_ids[0]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"bookmark": "pause", "bookmark_from": "r1"}, "Missing option or value for --bookmark-to"),
+    ({"bookmark": "pause", "bookmark_to": "r1"}, "Missing option or value for --bookmark-from"),
+    ({"bookmark": "enable", "bookmark_from": "a", "bookmark_to": "b"}, "Invalid option(s)"),
+    ({"bookmark": "disable", "bookmark_to": "b"}, "Invalid option(s)"),
+    ({"bookmark": "sometimes"}, "is not one of enable, disable, pause"),
+    ({"bookmark": "pause", "bookmark_from": "nope", "bookmark_to": "nada"},
+     "nope and nada: not a run of this job"),
+])
+def test_invalid_bookmark_arguments_fail_before_anything_runs(ws, kwargs, message):
+    ws.declare()
+    with pytest.raises(BookmarkOptionError) as error:
+        ws.run(**kwargs)
+    assert error.value.job == "copy" and message in str(error.value)
+    assert ws.store.runs("copy") == []
+
+
+def test_pause_range_in_the_wrong_order(ws):
+    ws.declare()
+    first, second = ws.run().run_id, ws.run().run_id
+    with pytest.raises(BookmarkOptionError, match="comes after"):
+        ws.run(bookmark="pause", bookmark_from=second, bookmark_to=first)
+
+
+def test_glue_mode_names_are_accepted(ws):
+    ws.declare()
+    ws.land()
+    assert ws.run(bookmark="job-bookmark-pause").mode == "pause"
+    assert ws.run(bookmark="continuation-ignore").mode == "disable"
+
+
+def test_a_source_without_transformation_ctx_is_an_error_unless_unbookmarked(ws):
+    ws.declare(cls="NoContext")
+    ws.land()
+    with pytest.raises(JobFailedError) as error:
+        ws.run()
+    assert isinstance(error.value.cause, MissingContextError)
+    assert "without transformation_ctx" in str(error.value)
+    assert ws.run(bookmark="disable").status == "succeeded"
+    ws.declare(cls="NoContext", track="false")
+    assert ws.run().inputs  # bookmark=False: read whole, nothing to commit
+    assert ws.store.bookmarks("copy") == []
+
+
+def test_arg_overrides_params_and_dry_run_records_nothing(ws):
+    ws.declare(landing="/nowhere")
+    ws.land()
+    report = ws.run(args={"landing": str(ws.landing)}, dry_run=True)
+    assert report.dry_run and report.inputs["src"]["files"] == 1
+    assert report.planned_files["src"] == [str(ws.landing / "batch-001.json")]
+    assert ws.store.runs("copy") == [] and not log.is_table(ws.target)
+    with pytest.raises(JobFailedError) as error:
+        ws.run()
+    assert isinstance(error.value.cause, SourceError) and "/nowhere" in str(error.value)
+
+
+def test_bounded_runs_and_same_second_files_end_to_end(ws):
+    ws.declare(bounded_files="4")
+    same = 1_700_000_000
+    for _ in range(10):
+        os.utime(ws.land(rows=1), (same, same))
+    counts = [ws.run().inputs["src"] for _ in range(4)]
+    assert [c["files"] for c in counts] == [4, 4, 2, 0]
+    assert [c["backlog"] for c in counts] == [6, 2, 0, 0]
+    assert ws.ids() == [i * 100 for i in range(1, 11)]
+
+
+def test_exclusions_recursion_partitions_and_lineage(ws):
+    ws.declare(exclusions='["**/skip/**", "*.tmp"]', lineage="source_file")
+    for day in ("2026-01-01", "2026-01-02"):
+        ws.land(rows=1, name=f"day={day}/orders.json")
+    ws.land(rows=1, name="day=2026-01-02/skip/x.json")
+    ws.land(rows=1, name="day=2026-01-02/partial.tmp")
+    ws.land(rows=1, name="_SUCCESS")
+    ws.run()
+    from framework.delta import delta_engine
+
+    rows = delta_engine(ws.spark, "embedded").read(ws.target).orderBy("id").collect()
+    assert [(r.id, str(r.day)) for r in rows] == [(100, "2026-01-01"), (200, "2026-01-02")]
+    assert rows[0].source_file.endswith("landing/day=2026-01-01/orders.json")
+
+
+def test_job_config_problems_are_reported_together(ws):
+    (ws.conf / "jobs" / "bad.yaml").write_text(
+        "class: nowhere.module:Job\nbookmark: sometimes\nparams: {a: [1]}\nextra: 1\n")
+    with pytest.raises(ConfigError) as error:
+        ws.run("bad")
+    assert error.value.path.endswith("jobs/bad.yaml")
+    text = "; ".join(error.value.problems)
+    for expected in ("unknown key 'extra'", "bookmark: 'sometimes'", "params.a",
+                     "class: cannot import 'nowhere.module'"):
+        assert expected in text
+    with pytest.raises(JobNotFoundError, match="jobs there: bad"):
+        ws.run("missing")

@@ -1,0 +1,49 @@
+"""A throwaway deltamark project for tests: conf dir, landing dir, target, state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from framework import load_settings, run_job
+from state_tables.store import StateStore
+
+SUPPORT = Path(__file__).with_name("support_jobs.py")
+
+
+class Workspace:
+    def __init__(self, root: Path, spark):
+        self.root, self.spark = root, spark
+        self.conf = root / "conf"
+        (self.conf / "jobs").mkdir(parents=True)
+        (self.conf / "deltamark.yaml").write_text(f"state_root: {root / 'state'}\n")
+        self.landing = root / "landing"
+        self.landing.mkdir()
+        self.target = str(root / "lake" / "target")
+        self.settings = load_settings(conf_dir=self.conf)
+        self.store = StateStore(root / "state")
+        self.batches = 0
+
+    def declare(self, name="copy", cls="CopyFiles", bookmark="enable", **params):
+        spec = {"class": f"{SUPPORT}:{cls}", "bookmark": bookmark,
+                "params": {"landing": str(self.landing), "target": self.target, **params}}
+        (self.conf / "jobs" / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+
+    def land(self, rows=3, name=None) -> Path:
+        self.batches += 1
+        path = self.landing / (name or f"batch-{self.batches:03}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps({"id": self.batches * 100 + i}) + "\n"
+                                for i in range(rows)))
+        return path
+
+    def run(self, name="copy", **kwargs):
+        return run_job(self.settings, name, spark=self.spark, **kwargs)
+
+    def ids(self) -> list[int]:
+        from framework.delta import delta_engine
+
+        df = delta_engine(self.spark, "embedded").read(self.target)
+        return sorted(r.id for r in df.select("id").collect())
