@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
-# Installs deltamark into .venv and runs the demo pipeline twice, then shows the state.
+# Installs deltamark into .venv, then shows an incremental job end to end: order batches
+# land as JSON files, jobs/orders_ingest.py loads them into a bronze Delta table, more
+# batches land, and the next run reads only those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/setup.sh
-for run in 1 2; do .venv/bin/python -m jobs.orders_demo 2> >(grep -v -E "WARN|log4j|setLogLevel" >&2); done
-echo; echo "$ deltamark runs list orders_demo"
-.venv/bin/deltamark runs list orders_demo
-echo; echo "$ deltamark bookmarks show orders_demo"
-.venv/bin/deltamark bookmarks show orders_demo
-echo; echo "$ deltamark sql \"select job, run_seq, status from runs\" --json"
-.venv/bin/deltamark sql "select job, run_seq, status from runs" --json
+
+export DELTAMARK_STATE_ROOT=data/demo/state
+landing=data/demo/landing/orders
+target=data/demo/lake/bronze/orders
+quiet() { "$@" 2> >(grep -v -E "WARN|log4j|setLogLevel|incubator" >&2); }
+show() { echo; echo "\$ $*"; quiet "$@"; }
+rm -rf data/demo
+
+show .venv/bin/python -m jobs.orders_landing --landing "$landing" --batches 3
+show .venv/bin/deltamark run orders_ingest --arg landing="$landing" --arg target="$target"
+show .venv/bin/python -m jobs.orders_landing --landing "$landing" --batches 2
+show .venv/bin/deltamark run orders_ingest --dry-run --arg landing="$landing" --arg target="$target"
+show .venv/bin/deltamark run orders_ingest --arg landing="$landing" --arg target="$target"
+show .venv/bin/deltamark run orders_ingest --arg landing="$landing" --arg target="$target"
+show .venv/bin/deltamark runs list orders_ingest
+show .venv/bin/deltamark bookmarks show orders_ingest --files
+show .venv/bin/deltamark sql "SELECT run_seq, count(*) AS files FROM processed_files GROUP BY run_seq ORDER BY run_seq"

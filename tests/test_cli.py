@@ -44,8 +44,9 @@ def test_runs_list_json_is_only_a_json_array(state):
 def test_runs_list_text_table(state):
     result = invoke("--state-root", state, "runs", "list")
     lines = result.stdout.splitlines()
-    assert lines[0].split()[:4] == ["job", "run_id", "run_seq", "status"]
-    assert len(lines) == 3 and lines[2].split()[:3] == ["orders", "r2", "2"]
+    assert lines[0].split() == ["job", "run_seq", "status", "mode", "attempt", "started_at",
+                                "seconds", "read", "run_id", "error"]
+    assert len(lines) == 3 and lines[2].split()[:4] == ["orders", "2", "succeeded", "enable"]
 
 
 def test_bookmarks_show(state):

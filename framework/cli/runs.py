@@ -1,10 +1,11 @@
 """deltamark runs ..."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from framework.cli._common import library_errors, options, render
+from state_tables.model import Run
 
 app = typer.Typer(help="Runs of jobs, from the runs state table.", no_args_is_help=True)
 
@@ -15,6 +16,17 @@ def list_runs(
     job: Annotated[str | None, typer.Argument(help="Only this job's runs.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List recorded runs, oldest first."""
+    """List recorded runs, oldest first (--json: every column)."""
     with library_errors(ctx):
-        render(options(ctx).store().runs(job), as_json=as_json)
+        runs = options(ctx).store().runs(job)
+    render(runs if as_json else [_summary(r) for r in runs], as_json=as_json)
+
+
+def _summary(run: Run) -> dict[str, Any]:
+    seconds = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
+    read = ", ".join(f"{context}: {counts.get('files', 0)} files"
+                     for context, counts in run.inputs.items())
+    return {"job": run.job, "run_seq": run.run_seq, "status": run.status, "mode": run.mode,
+            "attempt": run.attempt, "started_at": f"{run.started_at:%Y-%m-%d %H:%M:%S}",
+            "seconds": f"{seconds:.1f}" if seconds is not None else "", "read": read,
+            "run_id": run.run_id, "error": run.error}
