@@ -230,7 +230,8 @@ class JobContext:
                            "union the DataFrames and write once.")
         if self.dry_run or not df.columns:
             self._outputs[key] = {"target": target, "written": False}
-            return WriteResult(version=self._engine.version(target) or -1, skipped=True)
+            current = self._engine.version(target)
+            return WriteResult(version=-1 if current is None else current, skipped=True)
         result = self._engine.write(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
             merge_schema=merge_schema, txn=AppTransaction(app_id(self.job_name), self.run_seq),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 import pytest
 
@@ -206,3 +208,26 @@ def test_job_config_problems_are_reported_together(ws):
         assert expected in text
     with pytest.raises(JobNotFoundError, match="jobs there: bad"):
         ws.run("missing")
+
+
+def test_late_files_inside_the_window_are_read_older_ones_are_not(ws):
+    ws.declare(max_band_s="600")
+    ws.land(rows=1)
+    ws.run()
+    now = time.time()
+    os.utime(ws.land(rows=1), (now - 300, now - 300))  # late, inside the 10-minute window
+    os.utime(ws.land(rows=1), (now - 3600, now - 3600))  # older than the window
+    assert ws.run().planned_files["src"] == [str(ws.landing / "batch-002.json")]
+    assert ws.ids() == [100, 200]
+
+
+@pytest.mark.parametrize(("policy", "expected"), [
+    ("ignore", [100, 101]), ("reprocess", [100, 101, 100, 101, 102])])
+def test_rewritten_files_follow_the_policy(ws, policy, expected):
+    ws.declare(rewritten=policy)
+    path = ws.land(rows=2)
+    ws.run()
+    path.write_text("".join(json.dumps({"id": 100 + i}) + "\n" for i in range(3)))
+    report = ws.run()
+    assert report.inputs["src"]["rewritten_skipped"] == (1 if policy == "ignore" else 0)
+    assert ws.ids() == sorted(expected)
