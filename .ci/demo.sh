@@ -9,7 +9,7 @@ bash .ci/setup.sh
 export DELTAMARK_STATE_ROOT=data/demo/state
 landing=data/demo/landing/orders
 target=data/demo/lake/bronze/orders
-quiet() { "$@" 2> >(grep -v -E "WARN|log4j|setLogLevel|incubator" >&2); }
+quiet() { "$@" 2>&1 | { grep -v -E "WARN|log4j|setLogLevel|incubator" || true; }; }
 show() { echo; echo "\$ $*"; quiet "$@"; }
 rm -rf data/demo
 
