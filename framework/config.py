@@ -67,6 +67,7 @@ def load_settings(
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping in a YAML file ({} when absent); ``ConfigError`` naming it otherwise."""
     if not path.is_file():
         return {}
     try:

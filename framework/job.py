@@ -58,11 +58,13 @@ class SourceRead:
     kind: str
     counts: Mapping[str, int]
     state: Mapping[str, Any] | None
-    files: tuple[files.ListedFile, ...] = ()
+    files_read: tuple[files.ListedFile, ...] = ()
 
 
 @dataclass(frozen=True)
 class RunIdentity:
+    """Which run this is."""
+
     job: str
     run_id: str
     run_seq: int
@@ -150,8 +152,9 @@ class JobContext:
         except (OSError, ValueError) as exc:
             raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
         plan = self._plan_files(context, source, listed, tracked=bookmark)
-        self._record(SourceRead(context, files.SOURCE_KIND, plan.counts(),
-                                plan.state.to_dict() if plan.state else None, plan.files))
+        self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
+                                          plan.state.to_dict() if plan.state else None,
+                                          plan.files)
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
         return files.read_files(self.spark, source, plan)
@@ -197,9 +200,6 @@ class JobContext:
         if bookmark and self.bookmark.reads_bookmark:
             raise MissingContextError(self.job_name, what)
         return f"(untracked) {what}"
-
-    def _record(self, read: SourceRead) -> None:
-        self._reads[read.context] = read
 
     # --- targets ----------------------------------------------------------------------
 
@@ -255,7 +255,7 @@ class JobContext:
                 for o in self._outputs.values()}
 
     def planned_files(self) -> dict[str, list[str]]:
-        return {r.context: [f.path for f in r.files] for r in self._reads.values()}
+        return {r.context: [f.path for f in r.files_read] for r in self._reads.values()}
 
     def bookmarks(self) -> list[Bookmark]:
         """The bookmark rows this run commits (none unless the mode advances)."""
@@ -267,7 +267,7 @@ class JobContext:
         return [ProcessedFile(job=self.job_name, context=r.context, run_id=self.run_id,
                               run_seq=self.run_seq, path=f.path, size=f.size,
                               modified_ms=f.modified_ms)
-                for r in self._reads.values() if r.state is not None for f in r.files]
+                for r in self._reads.values() if r.state is not None for f in r.files_read]
 
 
 def _option(value: Any) -> str:

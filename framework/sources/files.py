@@ -19,6 +19,7 @@ rewritten: policy ``ignore`` (default) skips it, ``reprocess`` reads it again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fnmatch
 import json
 import os
@@ -251,7 +252,7 @@ def plan_files(
     state = FileState(settled_ms=max(previous.settled_ms, settled),
                       files_total=previous.files_total + len(chosen),
                       bytes_total=previous.bytes_total + plan.bytes)
-    return FilePlan(plan.files, plan.listed, plan.backlog, plan.rewritten, state)
+    return dataclasses.replace(plan, state=state)
 
 
 def _statuses(files: Sequence[ListedFile], bookmark: FileBookmark | None) -> dict[str, str]:
