@@ -1,7 +1,8 @@
 """Read-only SQL (DataFusion, through delta-rs) over the state tables and their views.
 
-Tables: every state table by its name (``runs``, ``bookmarks``). Views:
-``current_bookmarks``, the newest row per job and context.
+Tables: every state table by its name (``runs``, ``bookmarks``, ``processed_files``).
+Views: ``current_runs``, each run in its newest status; ``current_bookmarks``, the newest
+row per job and context.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ import pyarrow as pa
 
 from framework.delta import log
 from framework.errors import ReadOnlySqlError
-from state_tables.schemas import BOOKMARKS, TABLES
+from state_tables.schemas import BOOKMARKS, RUNS, TABLES
 from state_tables.store import StateStore
 
 __all__ = ["VIEWS", "run_sql"]
 
 VIEWS = {
+    "current_runs": f"""
+        SELECT {", ".join(RUNS.docs())} FROM (
+            SELECT *, ROW_NUMBER() OVER (
+                PARTITION BY job, run_id ORDER BY updated_at DESC) AS _n
+            FROM runs) AS ranked
+        WHERE _n = 1""",
     "current_bookmarks": f"""
         SELECT {", ".join(BOOKMARKS.docs())} FROM (
             SELECT *, ROW_NUMBER() OVER (
@@ -26,6 +33,7 @@ VIEWS = {
         WHERE _n = 1""",
 }
 
+_VIEW_SOURCE = {"current_runs": RUNS.name, "current_bookmarks": BOOKMARKS.name}
 _QUERY_START = {"select", "with", "values", "show", "describe", "explain"}
 _WRITES = {"insert", "update", "delete", "merge", "create", "drop", "alter", "copy",
            "truncate"}
@@ -40,7 +48,7 @@ def run_sql(store: StateStore, statement: str) -> pa.Table:
     _require_read_only(statement)
     tables = {name: store.path(table) for name, table in TABLES.items()}
     views = [f"CREATE VIEW {name} AS {body}" for name, body in VIEWS.items()
-             if log.is_table(tables[BOOKMARKS.name])]
+             if log.is_table(tables[_VIEW_SOURCE[name]])]
     return log.query(statement, tables, setup=views)
 
 

@@ -116,6 +116,10 @@ def test_sql_over_tables_and_views(tmp_path):
     assert run_sql(store, "select count(*) AS n from runs where status = 'succeeded'"
                    ).to_pylist() == [{"n": 2}]
     assert run_sql(store, "SELECT 'delete' AS word -- drop").to_pylist() == [{"word": "delete"}]
+    store.record_run(run("a", 3, status="running"))
+    store.record_run(run("a", 3, status="failed"))
+    assert run_sql(store, "SELECT run_seq, status FROM current_runs ORDER BY run_seq"
+                   ).to_pylist()[-1] == {"run_seq": 3, "status": "failed"}
 
 
 @pytest.mark.parametrize("statement", [
