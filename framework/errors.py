@@ -6,10 +6,11 @@ do. The CLI prints ``str(error)`` as one line on stderr and exits 1.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "BookmarkOptionError",
+    "ConcurrentRunError",
     "ConfigError",
     "DeltaEngineUnavailableError",
     "DeltaTableError",
@@ -19,6 +20,8 @@ __all__ = [
     "JobNotFoundError",
     "MissingContextError",
     "ReadOnlySqlError",
+    "RewindError",
+    "RunStateError",
     "SchemaMismatchError",
     "SourceError",
     "SparkStartError",
@@ -79,6 +82,26 @@ class MissingContextError(JobError):
             job, f"{source} is read without transformation_ctx, so its bookmark cannot be "
             "kept. Pass transformation_ctx='<name>', or bookmark=False to read it whole on "
             "every run.")
+
+
+class ConcurrentRunError(JobError):
+    """Another run of the same job holds the job's lease."""
+
+    def __init__(self, job: str, holder: Mapping[str, object]):
+        self.holder = dict(holder)
+        who = (f"run {holder.get('run_id', '?')} (pid {holder.get('pid', '?')} on "
+               f"{holder.get('host', '?')}, since {holder.get('since', '?')})")
+        super().__init__(
+            job, f"{who} is running; one run of a job at a time. Wait for it to finish, or "
+            "stop that process: its lease ends with it and the next run recovers its work.")
+
+
+class RunStateError(JobError):
+    """A run cannot be changed the way asked (e.g. aborting a run whose data landed)."""
+
+
+class RewindError(JobError):
+    """A rewind, reset or target restore that cannot be done safely."""
 
 
 class SourceError(JobError):

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
 from framework.errors import JobError, MissingContextError, SourceError
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["IncrementalJob", "JobContext", "app_id"]
+__all__ = ["IncrementalJob", "JobContext", "PinnedRead", "RunIdentity", "TargetWriteHooks",
+           "app_id"]
 
 
 def app_id(job: str) -> str:
@@ -62,6 +63,14 @@ class SourceRead:
 
 
 @dataclass(frozen=True)
+class PinnedRead:
+    """What one context of an interrupted run had planned: replays read exactly this."""
+
+    files: tuple[files.ListedFile, ...]
+    state: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
 class RunIdentity:
     """Which run this is."""
 
@@ -70,6 +79,16 @@ class RunIdentity:
     run_seq: int
     #: run_seq of the runs named by --bookmark-from / --bookmark-to, in pause mode.
     range_seqs: tuple[int, int] | None = None
+    #: a replay of an interrupted run: each context's pinned plan
+    pinned: Mapping[str, PinnedRead] | None = None
+
+
+class TargetWriteHooks(Protocol):
+    """The commit protocol's steps around each target write (see ``framework.runner``)."""
+
+    def before_target_write(self, ctx: JobContext) -> None: ...
+
+    def after_target_write(self, ctx: JobContext) -> None: ...
 
 
 class JobContext:
@@ -81,7 +100,7 @@ class JobContext:
 
     def __init__(self, *, spark: SparkSession, run: RunIdentity, params: Mapping[str, str],
                  bookmark: BookmarkOptions, store: StateStore, engine: DeltaEngine,
-                 dry_run: bool = False):
+                 hooks: TargetWriteHooks | None = None, dry_run: bool = False):
         self.spark = spark
         self.params = dict(params)
         self.job_name, self.run_id, self.run_seq = run.job, run.run_id, run.run_seq
@@ -92,7 +111,9 @@ class JobContext:
         self._run = run
         self._store = store
         self._engine = engine
+        self._hooks = hooks
         self._reads: dict[str, SourceRead] = {}
+        self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
         self._outputs: dict[str, dict[str, Any]] = {}
 
     # --- sources ----------------------------------------------------------------------
@@ -147,11 +168,14 @@ class JobContext:
             max_band_ms=int(max_band.total_seconds() * 1000), lineage_column=lineage_column)
         if problems := source.problems():
             raise SourceError(self.job_name, context, "; ".join(problems))
-        try:
-            listed = files.list_files(source)
-        except (OSError, ValueError) as exc:
-            raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
-        plan = self._plan_files(context, source, listed, tracked=bookmark)
+        if self._run.pinned is not None and context in self._run.pinned:
+            plan = _pinned_plan(self._run.pinned[context])
+        else:
+            try:
+                listed = files.list_files(source)
+            except (OSError, ValueError) as exc:
+                raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
+            plan = self._plan_files(context, source, listed, tracked=bookmark)
         self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
                                           plan.state.to_dict() if plan.state else None,
                                           plan.files)
@@ -172,22 +196,24 @@ class JobContext:
 
     def _file_bookmark(self, context: str, up_to_seq: int | None = None
                        ) -> files.FileBookmark | None:
-        found = self._store.bookmarks(self.job_name, context, up_to_seq=up_to_seq)
-        if not found:
+        history = self._store.histories(self.job_name, context, up_to_seq=up_to_seq).get(context)
+        if history is None or history.current is None or history.current.event == "reset":
             return None
-        if found[0].source_kind != files.SOURCE_KIND:
+        if history.current.source_kind != files.SOURCE_KIND:
             raise SourceError(self.job_name, context,
-                              f"this context holds a {found[0].source_kind} bookmark, not a "
-                              "files one. Give the file source its own transformation_ctx.")
-        state = files.FileState.from_dict(found[0].state)
-        read = self._store.processed_files(self.job_name, context, up_to_seq=up_to_seq,
+                              f"this context holds a {history.current.source_kind} bookmark, "
+                              "not a files one. Give the file source its own "
+                              "transformation_ctx.")
+        state = files.FileState.from_dict(history.current.state)
+        valid = frozenset(history.valid_runs)
+        read = self._store.processed_files(self.job_name, context, run_seqs=valid,
                                            modified_after_ms=state.settled_ms)
         window = {f.path: (f.modified_ms, f.size)
                   for f in sorted(read, key=lambda f: f.run_seq)}
 
         def seen(paths: Sequence[str]) -> set[str]:
             return {f.path for f in self._store.processed_files(
-                self.job_name, context, paths=paths, up_to_seq=up_to_seq)}
+                self.job_name, context, paths=paths, run_seqs=valid)}
 
         return files.FileBookmark(state=state, window=window, seen=seen)
 
@@ -232,14 +258,20 @@ class JobContext:
             self._outputs[key] = {"target": target, "written": False}
             current = self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
+        self._outputs[key] = {"target": target, "written": False, "pending": True}
+        if self._hooks:
+            self._hooks.before_target_write(self)
         result = self._engine.write(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
             merge_schema=merge_schema, txn=AppTransaction(app_id(self.job_name), self.run_seq),
             metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
                                     "run_seq": self.run_seq, "bookmarks": self._states()}})
-        self._outputs[key] = {"target": target, "written": not result.skipped,
-                              "version": result.version}
-        self.log.info("wrote %s as version %d", target, result.version)
+        self._outputs[key] = {"target": target, "written": True, "version": result.version,
+                              "replayed": result.skipped}
+        self.log.info("%s %s (version %d)", "found run already in" if result.skipped
+                      else "wrote", target, result.version)
+        if self._hooks:
+            self._hooks.after_target_write(self)
         return result
 
     # --- what the runner commits ------------------------------------------------------
@@ -257,17 +289,24 @@ class JobContext:
     def planned_files(self) -> dict[str, list[str]]:
         return {r.context: [f.path for f in r.files_read] for r in self._reads.values()}
 
-    def bookmarks(self) -> list[Bookmark]:
-        """The bookmark rows this run commits (none unless the mode advances)."""
-        return [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
-                         run_seq=self.run_seq, source_kind=r.kind, state=r.state)
-                for r in self._reads.values() if r.state is not None]
+    def unpersisted_plan(self) -> tuple[list[Bookmark], list[ProcessedFile]]:
+        """The bookmark rows and processed files of contexts not yet written to the state
+        tables, which are now taken as written (the runner writes them)."""
+        reads = [r for r in self._reads.values() if r.context not in self._persisted]
+        self._persisted.update(r.context for r in reads)
+        bookmarks = [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
+                              run_seq=self.run_seq, source_kind=r.kind, state=r.state)
+                     for r in reads if r.state is not None]
+        processed = [ProcessedFile(job=self.job_name, context=r.context, run_id=self.run_id,
+                                   run_seq=self.run_seq, path=f.path, size=f.size,
+                                   modified_ms=f.modified_ms)
+                     for r in reads for f in r.files_read]
+        return bookmarks, processed
 
-    def processed_files(self) -> list[ProcessedFile]:
-        return [ProcessedFile(job=self.job_name, context=r.context, run_id=self.run_id,
-                              run_seq=self.run_seq, path=f.path, size=f.size,
-                              modified_ms=f.modified_ms)
-                for r in self._reads.values() if r.state is not None for f in r.files_read]
+
+def _pinned_plan(pinned: PinnedRead) -> FilePlan:
+    return FilePlan(files=pinned.files, listed=len(pinned.files),
+                    state=files.FileState.from_dict(pinned.state) if pinned.state else None)
 
 
 def _option(value: Any) -> str:

@@ -1,37 +1,68 @@
-"""Run a declared job: number the run, hand the job its context, commit or fail.
+"""Run a declared job with the exactly-once commit protocol.
 
-The steps of a run (the exactly-once protocol grows from these):
+The target commit is the point of truth. A run, holding its job's lease:
 
-1. load and validate ``conf/jobs/<job>.yaml`` and the bookmark options;
-2. number the run (run_seq only grows, attempt counts retries after a failure) and
-   record it as ``running``;
-3. run the job: each source pins what it reads against the bookmark, each target commit
-   carries the app transaction (``deltamark:<job>``, run_seq) and the new bookmarks;
-4. commit: processed files, then bookmarks, then the ``succeeded`` run row. A job that
-   raises is recorded ``failed`` and its bookmarks stay where they were.
+1. **recovers** the previous run if it was interrupted (see ``_recover``);
+2. numbers itself (run_seq only grows; attempt counts retries) and records ``running``;
+3. runs the job. Sources pin what they read. Before each target write the plan so far
+   (bookmark states, files) is recorded with the run; each target commit carries the
+   app transaction (``deltamark:<job>``, run_seq), so a replay of the run is skipped;
+4. records ``committing`` (the job's code returned, every target is known), then
+   ``succeeded``: from then on its bookmarks count. A job that raises is ``failed`` and
+   its bookmarks never count.
+
+Recovery of the last run when it did not succeed: if none of its targets has its
+transaction, nothing landed: it is aborted and its input stays pending. If it reached
+``committing`` and every target has it, it is rolled forward (marked succeeded). Otherwise
+some target has it and its job may not have finished: it is replayed with the same
+run_seq on the same pinned input, the targets that have it skip their write, the missing
+ones get theirs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
+import signal
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from framework.config import Settings
+from framework.delta import log
 from framework.errors import BookmarkOptionError, JobFailedError
-from framework.job import JobContext, RunIdentity
+from framework.job import JobContext, PinnedRead, RunIdentity, app_id
 from framework.job_config import JobSpec, load_job
+from framework.lease import job_lease
 from framework.modes import BookmarkOptions
-from state_tables.model import Run
+from framework.sources.files import ListedFile
+from state_tables.model import Run, RunStatus
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["RunReport", "run_job"]
+    from framework.delta import DeltaEngine
+
+__all__ = ["CRASH_ENV", "Recovery", "RunReport", "run_job"]
+
+#: Fault injection for the crash tests: ``<step>`` or ``<step>:<n>`` (the n-th time) makes
+#: the process SIGKILL itself there. Steps: started, planned, target_committed, committing.
+CRASH_ENV = "DELTAMARK_CRASH_AT"
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What the start of a run did about the interrupted run before it."""
+
+    run_id: str
+    run_seq: int
+    action: str  # aborted | rolled_forward | replayed
 
 
 @dataclass(frozen=True)
@@ -49,6 +80,7 @@ class RunReport:
     inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     planned_files: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    recovered: Recovery | None = None
 
 
 def run_job(
@@ -62,65 +94,167 @@ def run_job(
     dry_run: bool = False,
     spark: SparkSession | None = None,
 ) -> RunReport:
-    """Run ``job`` once.
+    """Run ``job`` once (first recovering an interrupted earlier run).
 
     Args:
         bookmark: enable | disable | pause (Glue's names too); default: the job's conf.
         bookmark_from, bookmark_to: run ids bounding a pause (both or neither).
         args: override the job's params.
-        dry_run: plan and report what would be read; write and record nothing.
+        dry_run: plan and report what would be read; write, recover and record nothing.
         spark: a session to use; by default one is started from ``settings``.
 
     Raises:
         JobNotFoundError, ConfigError, BookmarkOptionError: before anything runs.
-        JobFailedError: the job raised; the run is recorded as failed.
+        ConcurrentRunError: another run of the job is in progress.
+        JobFailedError: the job (or the replay of an interrupted run) raised.
     """
     started = time.perf_counter()
     spec = load_job(settings, job)
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
     store = StateStore(settings.state_root)
-    history = store.runs(job)
-    run_seq = max((r.run_seq for r in history), default=0) + 1
-    attempt = history[-1].attempt + 1 if history and history[-1].status == "failed" else 1
-    identity = RunIdentity(job=job, run_id=uuid.uuid4().hex, run_seq=run_seq,
-                           range_seqs=_range(job, options, history))
-    params = {**spec.params, **(args or {})}
+    _range(job, options, store.runs(job))  # argument errors before Spark starts
+    run_id = uuid.uuid4().hex
+    lease = contextlib.nullcontext() if dry_run else job_lease(settings.state_root, job, run_id)
+    with lease:
+        session = _session(settings, spec, spark)
+        engine = _engine(settings, session)
+        recovered = None if dry_run else _recover(spec, store, session, engine)
+        history = store.runs(job)
+        last = history[-1] if history else None
+        identity = RunIdentity(job=job, run_id=run_id,
+                               run_seq=max((r.run_seq for r in history), default=0) + 1,
+                               range_seqs=_range(job, options, history))
+        attempt = last.attempt + 1 if last and last.status == "failed" else 1
+        params = {**spec.params, **(args or {})}
+        ctx, run = _execute(spec, identity, params, options, attempt, store, session, engine,
+                            dry_run=dry_run)
+    return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=attempt,
+                     mode=options.mode, status="planned" if dry_run else run.status,
+                     dry_run=dry_run, seconds=time.perf_counter() - started,
+                     inputs=ctx.inputs(), outputs=ctx.outputs(),
+                     planned_files=ctx.planned_files(), recovered=recovered)
+
+
+def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
+             options: BookmarkOptions, attempt: int, store: StateStore,
+             spark: SparkSession, engine: DeltaEngine, *, dry_run: bool = False,
+             recovery: str | None = None) -> tuple[JobContext, Run]:
+    """Steps 2-4 of the protocol for one run (a new one, or the replay of one)."""
     arguments = {**params, **{k: v for k, v in (("bookmark_from", options.from_run),
                                                 ("bookmark_to", options.to_run)) if v}}
-    run = Run(job=job, run_id=identity.run_id, run_seq=run_seq, status="running",
-              mode=options.mode, started_at=datetime.now(UTC), attempt=attempt,
-              arguments=arguments)
-
-    ctx = _context(settings, spec, identity, params, options, store, dry_run, spark)
-    if not dry_run:
-        store.record_run(run)
+    run = Run(job=spec.name, run_id=identity.run_id, run_seq=identity.run_seq,
+              status="running", mode=options.mode, started_at=datetime.now(UTC),
+              attempt=attempt, arguments=arguments, recovery=recovery)
+    steps = None if dry_run else _Steps(store, run)
+    ctx = JobContext(spark=spark, run=identity, params=params, bookmark=options, store=store,
+                     engine=engine, hooks=steps, dry_run=dry_run)
+    if steps is None:
+        spec.job_class().run(ctx)
+        return ctx, run
+    steps.record(ctx, "running")
+    crash_point("started")
     try:
         spec.job_class().run(ctx)
     except Exception as exc:
-        if not dry_run:
-            store.record_run(_finished(run, ctx, "failed",
-                                       error=f"{type(exc).__name__}: {exc}"[:2000]))
-        raise JobFailedError(job, identity.run_id, exc) from exc
-    if not dry_run:
-        store.commit_run(_finished(run, ctx, "succeeded"), ctx.bookmarks(),
-                         ctx.processed_files())
-    return RunReport(job=job, run_id=identity.run_id, run_seq=run_seq, attempt=attempt,
-                     mode=options.mode, status="planned" if dry_run else "succeeded",
-                     dry_run=dry_run, seconds=time.perf_counter() - started,
-                     inputs=ctx.inputs(), outputs=ctx.outputs(),
-                     planned_files=ctx.planned_files())
+        steps.record(ctx, "failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise JobFailedError(spec.name, identity.run_id, exc) from exc
+    steps.record(ctx, "committing")
+    crash_point("committing")
+    return ctx, steps.record(ctx, "succeeded")
 
 
-def _context(settings: Settings, spec: JobSpec, identity: RunIdentity,
-             params: Mapping[str, str], options: BookmarkOptions, store: StateStore,
-             dry_run: bool, spark: SparkSession | None) -> JobContext:
-    from framework.delta import delta_engine
+class _Steps:
+    """Records a run's progress in the state tables (the ``TargetWriteHooks``)."""
+
+    def __init__(self, store: StateStore, run: Run):
+        self.store, self.run = store, run
+
+    def record(self, ctx: JobContext, status: RunStatus, *, error: str | None = None) -> Run:
+        final = status in ("succeeded", "failed")
+        bookmarks, files = ctx.unpersisted_plan() if status != "failed" else ([], [])
+        run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
+                                  outputs=ctx.outputs(), error=error,
+                                  ended_at=datetime.now(UTC) if final else None)
+        self.store.record_run(run, bookmarks, files)
+        return run
+
+    def before_target_write(self, ctx: JobContext) -> None:
+        self.record(ctx, "running")
+        crash_point("planned")
+
+    def after_target_write(self, ctx: JobContext) -> None:
+        crash_point("target_committed")
+
+
+def _recover(spec: JobSpec, store: StateStore, spark: SparkSession,
+             engine: DeltaEngine) -> Recovery | None:
+    """Settle the job's last run if it did not succeed (see the module docstring)."""
+    history = store.runs(spec.name)
+    if not history or history[-1].status not in ("running", "committing", "failed"):
+        return None
+    last = history[-1]
+    attempted = [t for t, out in last.outputs.items() if out.get("pending") or out.get("written")]
+    landed = [t for t in attempted if _has_run(t, spec.name, last.run_seq)]
+    now = datetime.now(UTC)
+    if not landed:
+        if last.status == "failed":
+            return None
+        store.record_run(dataclasses.replace(last, status="aborted", ended_at=now,
+                                             recovery="aborted"))
+        return Recovery(last.run_id, last.run_seq, "aborted")
+    if last.status == "committing" and len(landed) == len(attempted):
+        store.record_run(dataclasses.replace(last, status="succeeded", ended_at=now,
+                                             recovery="rolled_forward"))
+        return Recovery(last.run_id, last.run_seq, "rolled_forward")
+    bookmarks, files = store.run_plan(spec.name, last.run_seq)
+    by_context: dict[str, list[ListedFile]] = defaultdict(list)
+    for f in files:
+        by_context[f.context].append(ListedFile(f.path, f.size, f.modified_ms))
+    states = {b.context: b.state for b in bookmarks}
+    pinned = {c: PinnedRead(tuple(by_context.get(c, ())), states.get(c))
+              for c in {*by_context, *states}}
+    identity = RunIdentity(job=spec.name, run_id=last.run_id, run_seq=last.run_seq,
+                           pinned=pinned)
+    params = {k: v for k, v in last.arguments.items()
+              if k not in ("bookmark_from", "bookmark_to")}
+    options = BookmarkOptions.parse(spec.name, last.mode)
+    _execute(spec, identity, params, options, last.attempt + 1, store, spark, engine,
+             recovery="replayed")
+    return Recovery(last.run_id, last.run_seq, "replayed")
+
+
+def _has_run(target: str, job: str, run_seq: int) -> bool:
+    if not log.is_table(target):
+        return False
+    return (log.transaction_version(target, app_id(job)) or 0) >= run_seq
+
+
+def crash_point(step: str) -> None:
+    """Fault injection for the crash tests (``DELTAMARK_CRASH_AT``); a no-op otherwise."""
+    wanted = os.environ.get(CRASH_ENV)
+    if not wanted:
+        return
+    name, _, nth = wanted.partition(":")
+    if name != step:
+        return
+    _CRASH_COUNTS[step] = _CRASH_COUNTS.get(step, 0) + 1
+    if _CRASH_COUNTS[step] == int(nth or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+_CRASH_COUNTS: dict[str, int] = {}
+
+
+def _session(settings: Settings, spec: JobSpec, spark: SparkSession | None) -> SparkSession:
     from framework.spark import spark_session
 
-    session = spark or spark_session(settings, app_name=f"deltamark {spec.name}")
-    return JobContext(spark=session, run=identity, params=params, bookmark=options,
-                      store=store, engine=delta_engine(session, settings.delta),
-                      dry_run=dry_run)
+    return spark or spark_session(settings, app_name=f"deltamark {spec.name}")
+
+
+def _engine(settings: Settings, spark: SparkSession) -> DeltaEngine:
+    from framework.delta import delta_engine
+
+    return delta_engine(spark, settings.delta)
 
 
 def _range(job: str, options: BookmarkOptions, history: Sequence[Run]
@@ -143,10 +277,3 @@ def _range(job: str, options: BookmarkOptions, history: Sequence[Run]
             job, f"--bookmark-from {options.from_run} (run {first}) comes after "
             f"--bookmark-to {options.to_run} (run {last}); swap them.")
     return first, last
-
-
-def _finished(run: Run, ctx: JobContext, status: str, *, error: str | None = None) -> Run:
-    return Run(job=run.job, run_id=run.run_id, run_seq=run.run_seq, status=status,
-               mode=run.mode, started_at=run.started_at, ended_at=datetime.now(UTC),
-               attempt=run.attempt, arguments=run.arguments, inputs=ctx.inputs(),
-               outputs=ctx.outputs(), error=error)

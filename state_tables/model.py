@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 __all__ = ["Bookmark", "BookmarkEvent", "ProcessedFile", "Run", "RunStatus"]
 
-RunStatus = Literal["running", "succeeded", "failed", "aborted"]
+RunStatus = Literal["running", "committing", "succeeded", "failed", "aborted"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
 
 
@@ -33,11 +33,17 @@ class Run:
     inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     error: str | None = None
+    #: how recovery settled an interrupted run: rolled_forward, replayed, aborted, ...
+    recovery: str | None = None
 
 
 @dataclass(frozen=True)
 class Bookmark:
-    """What one context (``transformation_ctx``) of a job had processed after a run."""
+    """What one context (``transformation_ctx``) of a job had processed after a run.
+
+    ``event``: ``commit`` (a run's new state), ``rewind`` (the state of an earlier run,
+    restored) or ``reset`` (no state: the next run starts from nothing).
+    """
 
     job: str
     context: str
@@ -47,6 +53,8 @@ class Bookmark:
     state: Mapping[str, Any]
     event: BookmarkEvent = "commit"
     committed_at: datetime | None = None
+    #: for a rewind: the run whose state this row restores
+    restored_from_seq: int | None = None
 
 
 @dataclass(frozen=True)

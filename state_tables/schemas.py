@@ -44,8 +44,9 @@ RUNS = StateTable(
         ("run_id", pa.string(), False, "unique id of the run"),
         ("run_seq", pa.int64(), False, "per-job run number; only grows, never reused"),
         ("attempt", pa.int32(), False, "1 for a first try, +1 for each retry of a failed run"),
-        ("status", pa.string(), False, "running | succeeded | failed | aborted; a run has a "
-         "row per status it reached, the newest (updated_at) is current"),
+        ("status", pa.string(), False, "running | committing (the job's code returned) | "
+         "succeeded | failed | aborted; a run has a row per status it reached, the newest "
+         "(updated_at) is current"),
         ("mode", pa.string(), False, "bookmark mode: enable | disable | pause"),
         ("started_at", TS, False, "when the run started (UTC)"),
         ("ended_at", TS, True, "when the run ended (UTC)"),
@@ -54,12 +55,14 @@ RUNS = StateTable(
         ("inputs", pa.string(), True, "JSON object: context -> counts read (files, bytes)"),
         ("outputs", pa.string(), True, "JSON object: target -> what was written (version)"),
         ("updated_at", TS, True, "when this row was written (UTC)"),
+        ("recovery", pa.string(), True, "how recovery settled an interrupted run: "
+         "rolled_forward | replayed | aborted (nothing landed) | aborted_by_operator"),
     ),
 )
 
 BOOKMARKS = StateTable(
     name="bookmarks",
-    version=1,
+    version=2,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
         ("job", pa.string(), False, "job name"),
@@ -68,8 +71,10 @@ BOOKMARKS = StateTable(
         ("run_seq", pa.int64(), False, "that run's per-job number"),
         ("source_kind", pa.string(), False, "what the state describes: files, jdbc, delta, ..."),
         ("state", pa.string(), False, "the context's state after the run, as a JSON object"),
-        ("event", pa.string(), False, "commit (a run advanced it) | rewind | reset"),
-        ("committed_at", TS, False, "when this state was committed (UTC)"),
+        ("event", pa.string(), False, "commit (a run's new state; counts once the run has "
+         "succeeded in enable mode) | rewind | reset"),
+        ("committed_at", TS, False, "when this state was written (UTC)"),
+        ("restored_from_seq", pa.int64(), True, "rewind: the run whose state it restores"),
     ),
 )
 
@@ -96,9 +101,9 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
         1: lambda row: {**row, "inputs": row.get("inputs") or "{}",
                         "outputs": row.get("outputs") or "{}",
                         "updated_at": row.get("updated_at") or row["ended_at"]
-                        or row["started_at"]},
+                        or row["started_at"], "recovery": row.get("recovery")},
     },
-    "bookmarks": {},
+    "bookmarks": {1: lambda row: {**row, "restored_from_seq": None}},
     "processed_files": {},
 }
 

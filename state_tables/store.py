@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from framework.delta import log
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.schemas import BOOKMARKS, PROCESSED_FILES, RUNS, StateTable, upgrade
 
-__all__ = ["StateStore"]
+__all__ = ["ContextHistory", "StateStore"]
 
 # Compact and checkpoint a state table every this many versions, so that reading the
 # current state costs the same after 10 or 10,000 runs.
@@ -29,7 +29,7 @@ class StateStore:
     Tables are created on first write. Example::
 
         store = StateStore("data/state")
-        store.commit_run(run, [bookmark])
+        store.record_run(run, [bookmark])
         store.bookmarks("orders_ingest")
     """
 
@@ -41,25 +41,30 @@ class StateStore:
 
     # --- writes ---------------------------------------------------------------------
 
-    def record_run(self, run: Run) -> None:
-        """Record a run's status (``running``, ``failed``, ...) without touching bookmarks."""
-        self._append(RUNS, [_run_row(run)])
-
-    def commit_run(self, run: Run, bookmarks: Sequence[Bookmark] = (),
+    def record_run(self, run: Run, bookmarks: Sequence[Bookmark] = (),
                    files: Sequence[ProcessedFile] = ()) -> None:
-        """Record a finished run with the bookmark states and the files it committed.
+        """Record a run's status, with the bookmark states and files it plans to commit.
 
-        The run row goes last: a run counts as committed only once it is there.
+        Bookmarks and files count only once their run is ``succeeded`` in enable mode:
+        they are written before the run's targets (its pinned plan) and become valid
+        with the run row that says so. The run row goes last.
         """
+        tag = {"job": run.job, "run_seq": run.run_seq, "run_id": run.run_id}
         if files:
-            self._append(PROCESSED_FILES, [_file_row(f) for f in files])
+            self._append(PROCESSED_FILES, [_file_row(f) for f in files], tag)
         if bookmarks:
-            self._append(BOOKMARKS, [_bookmark_row(b) for b in bookmarks])
-        self.record_run(run)
+            self.record_bookmarks(bookmarks, tag)
+        self._append(RUNS, [_run_row(run)], {**tag, "status": run.status})
 
-    def _append(self, table: StateTable, rows: list[dict[str, Any]]) -> None:
+    def record_bookmarks(self, bookmarks: Sequence[Bookmark],
+                         tag: Mapping[str, Any] | None = None) -> None:
+        """Append bookmark rows (a run's plan, or a rewind or reset) in one commit."""
+        self._append(BOOKMARKS, [_bookmark_row(b) for b in bookmarks], tag)
+
+    def _append(self, table: StateTable, rows: list[dict[str, Any]],
+                tag: Mapping[str, Any] | None = None) -> None:
         log.append_rows(self.path(table), pa.Table.from_pylist(rows, schema=table.schema),
-                        compact_every=MAINTENANCE_EVERY)
+                        compact_every=MAINTENANCE_EVERY, user_metadata=tag)
 
     # --- reads ----------------------------------------------------------------------
 
@@ -72,28 +77,44 @@ class StateStore:
 
     def bookmarks(self, job: str, context: str | None = None, *,
                   up_to_seq: int | None = None) -> list[Bookmark]:
-        """The current bookmark of each context of ``job`` (the newest row per context).
+        """The current bookmark of each context of ``job``.
 
-        With ``up_to_seq``, the bookmarks as they stood after run number ``up_to_seq``.
+        With ``up_to_seq``, the bookmarks as they stood right after run ``up_to_seq``.
+        A context that was reset has no bookmark.
+        """
+        return [h.current for h in self.histories(job, context, up_to_seq=up_to_seq).values()
+                if h.current is not None and h.current.event != "reset"]
+
+    def histories(self, job: str, context: str | None = None, *,
+                  up_to_seq: int | None = None,
+                  version: int | None = None) -> dict[str, ContextHistory]:
+        """Each context's bookmark rows resolved: its current bookmark and the runs whose
+        processed files still count (rewinds and resets drop later runs).
+
+        ``version`` reads the bookmarks table as it was at that Delta version.
         """
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
-        if up_to_seq is not None:
-            filters.append(("run_seq", "<=", up_to_seq))
-        rows = self._read_where(BOOKMARKS, filters).sort_by(
-            [("context", "ascending"), ("run_seq", "descending"),
-             ("committed_at", "descending")])
-        if not len(rows):
-            return []
-        contexts = rows["context"].combine_chunks()
-        first_of_context = pa.concat_arrays(
-            [pa.array([True]), pc.not_equal(contexts[1:], contexts[:-1])])
-        return [_bookmark(r) for r in _upgraded(BOOKMARKS, rows.filter(first_of_context))]
+        rows = log.read_rows(self.path(BOOKMARKS), version=version, filters=filters)
+        rows = BOOKMARKS.schema.empty_table() if rows is None else rows
+        committed = {r.run_seq for r in self.runs(job)
+                     if r.status == "succeeded" and r.mode == "enable"}
+        ordered = sorted((_bookmark(r) for r in _upgraded(BOOKMARKS, rows)),
+                         key=lambda b: (b.run_seq, b.event != "commit", b.committed_at))
+        histories: dict[str, ContextHistory] = {}
+        for bookmark in ordered:
+            if up_to_seq is not None and (bookmark.run_seq > up_to_seq or (
+                    bookmark.run_seq == up_to_seq and bookmark.event != "commit")):
+                continue
+            if bookmark.event == "commit" and bookmark.run_seq not in committed:
+                continue  # the plan of a run that did not (or not yet) commit
+            histories.setdefault(bookmark.context, ContextHistory()).apply(bookmark)
+        return histories
 
     def processed_files(self, job: str, context: str, *, modified_after_ms: int | None = None,
                         paths: Sequence[str] | None = None,
-                        up_to_seq: int | None = None) -> list[ProcessedFile]:
-        """Files ``context`` of ``job`` has read: all, or those modified after a time or with
-        one of ``paths``; with ``up_to_seq``, only those read by run ``up_to_seq`` or earlier.
+                        run_seqs: Set[int] | None = None) -> list[ProcessedFile]:
+        """Files ``context`` of ``job`` has read: all, those modified after a time, or with
+        one of ``paths``; with ``run_seqs``, only those read by these runs.
         """
         if paths is not None and not paths:
             return []
@@ -102,10 +123,17 @@ class StateStore:
             filters.append(("modified_ms", ">", modified_after_ms))
         if paths is not None:
             filters.append(("path", "in", list(paths)))
-        if up_to_seq is not None:
-            filters.append(("run_seq", "<=", up_to_seq))
         rows = self._read_where(PROCESSED_FILES, filters)
-        return [_file(r) for r in _upgraded(PROCESSED_FILES, rows)]
+        found = (_file(r) for r in _upgraded(PROCESSED_FILES, rows))
+        return [f for f in found if run_seqs is None or f.run_seq in run_seqs]
+
+    def run_plan(self, job: str, run_seq: int) -> tuple[list[Bookmark], list[ProcessedFile]]:
+        """The bookmark states and files run ``run_seq`` pinned, whether it committed or not."""
+        where = [("job", "=", job), ("run_seq", "=", run_seq)]
+        bookmarks = [_bookmark(r) for r in _upgraded(BOOKMARKS, self._read_where(BOOKMARKS, where))]
+        files = [_file(r) for r in _upgraded(PROCESSED_FILES,
+                                             self._read_where(PROCESSED_FILES, where))]
+        return [b for b in bookmarks if b.event == "commit"], files
 
     def _read(self, table: StateTable, equal: Mapping[str, str | None]) -> pa.Table:
         return self._read_where(
@@ -114,6 +142,23 @@ class StateStore:
     def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]]) -> pa.Table:
         rows = log.read_rows(self.path(table), filters=filters or None)
         return table.schema.empty_table() if rows is None else rows
+
+
+@dataclass
+class ContextHistory:
+    """One context's bookmark rows applied in order."""
+
+    current: Bookmark | None = None
+    valid_runs: set[int] = field(default_factory=set)
+
+    def apply(self, bookmark: Bookmark) -> None:
+        if bookmark.event == "commit":
+            self.valid_runs.add(bookmark.run_seq)
+        elif bookmark.event == "rewind":
+            self.valid_runs = {s for s in self.valid_runs if s <= bookmark.restored_from_seq}
+        else:
+            self.valid_runs = set()
+        self.current = bookmark
 
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
@@ -142,7 +187,7 @@ def _run_row(run: Run) -> dict[str, Any]:
         "arguments": json.dumps(dict(run.arguments), sort_keys=True), "error": run.error,
         "inputs": json.dumps(_plain(run.inputs), sort_keys=True),
         "outputs": json.dumps(_plain(run.outputs), sort_keys=True, default=str),
-        "updated_at": _now(),
+        "updated_at": _now(), "recovery": run.recovery,
     }
 
 
@@ -155,7 +200,8 @@ def _run(row: dict[str, Any]) -> Run:
                attempt=row["attempt"], status=row["status"], mode=row["mode"],
                started_at=row["started_at"], ended_at=row["ended_at"],
                arguments=json.loads(row["arguments"]), inputs=json.loads(row["inputs"]),
-               outputs=json.loads(row["outputs"]), error=row["error"])
+               outputs=json.loads(row["outputs"]), error=row["error"],
+               recovery=row["recovery"])
 
 
 def _bookmark_row(bookmark: Bookmark) -> dict[str, Any]:
@@ -165,6 +211,7 @@ def _bookmark_row(bookmark: Bookmark) -> dict[str, Any]:
         "source_kind": bookmark.source_kind,
         "state": json.dumps(dict(bookmark.state), sort_keys=True, default=str),
         "event": bookmark.event, "committed_at": bookmark.committed_at or _now(),
+        "restored_from_seq": bookmark.restored_from_seq,
     }
 
 
@@ -172,7 +219,8 @@ def _bookmark(row: dict[str, Any]) -> Bookmark:
     return Bookmark(job=row["job"], context=row["context"], run_id=row["run_id"],
                     run_seq=row["run_seq"], source_kind=row["source_kind"],
                     state=json.loads(row["state"]), event=row["event"],
-                    committed_at=row["committed_at"])
+                    committed_at=row["committed_at"],
+                    restored_from_seq=row["restored_from_seq"])
 
 
 def _file_row(file: ProcessedFile) -> dict[str, Any]:

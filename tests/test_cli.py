@@ -20,7 +20,7 @@ runner = CliRunner()
 def state(tmp_path):
     store = StateStore(tmp_path / "state")
     for seq in (1, 2):
-        store.commit_run(
+        store.record_run(
             Run(job="orders", run_id=f"r{seq}", run_seq=seq, status="succeeded", mode="enable",
                 started_at=dt.datetime(2026, 1, seq, tzinfo=dt.UTC)),
             [Bookmark(job="orders", context="src", run_id=f"r{seq}", run_seq=seq,

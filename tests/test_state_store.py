@@ -27,7 +27,7 @@ def mark(job, ctx, seq, **state):
 def test_tables_are_created_on_first_use_and_read_back(tmp_path):
     store = StateStore(tmp_path)
     assert store.runs() == [] and store.bookmarks("a") == []
-    store.commit_run(run("a", 1), [mark("a", "src", 1, high_water=10)])
+    store.record_run(run("a", 1), [mark("a", "src", 1, high_water=10)])
     assert log.is_table(str(tmp_path / "runs")) and log.is_table(str(tmp_path / "bookmarks"))
     [got] = store.runs("a")
     assert got == run("a", 1)
@@ -37,9 +37,9 @@ def test_tables_are_created_on_first_use_and_read_back(tmp_path):
 
 def test_current_bookmark_is_the_newest_per_context(tmp_path):
     store = StateStore(tmp_path)
-    store.commit_run(run("a", 1), [mark("a", "src", 1, hw=1), mark("a", "other", 1, hw=5)])
-    store.commit_run(run("a", 2), [mark("a", "src", 2, hw=2)])
-    store.commit_run(run("b", 1), [mark("b", "src", 1, hw=99)])
+    store.record_run(run("a", 1), [mark("a", "src", 1, hw=1), mark("a", "other", 1, hw=5)])
+    store.record_run(run("a", 2), [mark("a", "src", 2, hw=2)])
+    store.record_run(run("b", 1), [mark("b", "src", 1, hw=99)])
     current = {b.context: b.state["hw"] for b in store.bookmarks("a")}
     assert current == {"src": 2, "other": 5}
     assert [b.state["hw"] for b in store.bookmarks("a", "src")] == [2]
@@ -49,7 +49,7 @@ def test_current_bookmark_is_the_newest_per_context(tmp_path):
 def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):
     store = StateStore(tmp_path)
     for seq in range(1, 2 * MAINTENANCE_EVERY + 5):
-        store.commit_run(run("a", seq))
+        store.record_run(run("a", seq))
     live = log.snapshot(str(tmp_path / "runs")).files  # compacted, plus what came since
     assert len(live) <= MAINTENANCE_EVERY
     assert len(store.runs("a")) == 2 * MAINTENANCE_EVERY + 4
@@ -58,7 +58,7 @@ def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):
 
 def test_rows_from_a_newer_deltamark_are_refused(tmp_path):
     store = StateStore(tmp_path)
-    store.commit_run(run("a", 1))
+    store.record_run(run("a", 1))
     row = {**{c: None for c in RUNS.docs()}, "schema_version": 99, "job": "a", "run_id": "x",
            "run_seq": 2, "attempt": 1, "status": "succeeded", "mode": "enable",
            "started_at": T0, "arguments": "{}"}
@@ -76,7 +76,7 @@ def test_runs_written_by_schema_version_1_are_upgraded(tmp_path):
            "status": "succeeded", "mode": "enable", "started_at": T0, "ended_at": None,
            "arguments": "{}", "error": None}
     log.append_rows(store.path(RUNS), pa.Table.from_pylist([row], schema=v1))
-    store.commit_run(run("a", 2))
+    store.record_run(run("a", 2))
     old, new = store.runs("a")
     assert (old.run_id, old.inputs, old.outputs) == ("old", {}, {})
     assert new == run("a", 2)
@@ -86,7 +86,7 @@ def test_a_run_shows_its_newest_status(tmp_path):
     store = StateStore(tmp_path)
     store.record_run(run("a", 1, status="running"))
     assert [r.status for r in store.runs("a")] == ["running"]
-    store.commit_run(run("a", 1))
+    store.record_run(run("a", 1))
     store.record_run(run("a", 2, status="running"))
     assert [r.status for r in store.runs("a")] == ["succeeded", "running"]
 
@@ -94,7 +94,7 @@ def test_a_run_shows_its_newest_status(tmp_path):
 def test_processed_files_by_time_and_path(tmp_path):
     store = StateStore(tmp_path)
     files = [ProcessedFile("a", "src", "a-1", 1, f"/in/{i}.json", 10, 1000 + i) for i in range(5)]
-    store.commit_run(run("a", 1), [mark("a", "src", 1)], files)
+    store.record_run(run("a", 1), [mark("a", "src", 1)], files)
     assert store.processed_files("a", "src", modified_after_ms=1002) == files[3:]
     assert store.processed_files("a", "src", paths=["/in/0.json", "/in/x"]) == files[:1]
     assert store.processed_files("a", "src", paths=[]) == []
@@ -109,8 +109,8 @@ def test_every_column_is_documented():
 
 def test_sql_over_tables_and_views(tmp_path):
     store = StateStore(tmp_path)
-    store.commit_run(run("a", 1), [mark("a", "src", 1, hw=1)])
-    store.commit_run(run("a", 2), [mark("a", "src", 2, hw=2)])
+    store.record_run(run("a", 1), [mark("a", "src", 1, hw=1)])
+    store.record_run(run("a", 2), [mark("a", "src", 2, hw=2)])
     rows = run_sql(store, "SELECT job, run_seq FROM current_bookmarks").to_pylist()
     assert rows == [{"job": "a", "run_seq": 2}]
     assert run_sql(store, "select count(*) AS n from runs where status = 'succeeded'"
@@ -132,7 +132,7 @@ def test_sql_over_tables_and_views(tmp_path):
 ])
 def test_sql_refuses_anything_but_one_query(tmp_path, statement):
     store = StateStore(tmp_path)
-    store.commit_run(run("a", 1))
+    store.record_run(run("a", 1))
     with pytest.raises(ReadOnlySqlError):
         run_sql(store, statement)
     assert len(store.runs()) == 1

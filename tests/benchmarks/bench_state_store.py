@@ -54,7 +54,7 @@ def _measure(store: StateStore, first_seq: int) -> list[float]:
     for seq in range(first_seq, first_seq + SAMPLES):
         started = time.perf_counter()
         current = store.bookmarks("orders")
-        store.commit_run(_run(seq), _marks(seq))
+        store.record_run(_run(seq), _marks(seq))
         took.append((time.perf_counter() - started) * 1000)
         assert len(current) == len(CONTEXTS)
     return took
@@ -64,7 +64,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="deltamark-state-bench-")
     try:
         empty = StateStore(f"{root}/empty")
-        empty.commit_run(_run(0), _marks(0))
+        empty.record_run(_run(0), _marks(0))
         baseline = _measure(empty, 1)
         loaded = StateStore(f"{root}/loaded")
         _seed(loaded)
