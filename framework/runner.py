@@ -52,7 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["CRASH_ENV", "Recovery", "RunReport", "run_job"]
 
 #: Fault injection for the crash tests: ``<step>`` or ``<step>:<n>`` (the n-th time) makes
-#: the process SIGKILL itself there. Steps: started, planned, target_committed, committing.
+#: the process SIGKILL itself there. Steps: started, plan_recorded (between a plan's rows
+#: and its run row), planned (before a target write), target_committed, committing.
 CRASH_ENV = "DELTAMARK_CRASH_AT"
 
 
@@ -175,7 +176,10 @@ class _Steps:
         run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
                                   outputs=ctx.outputs(), error=error,
                                   ended_at=datetime.now(UTC) if final else None)
-        self.store.record_run(run, bookmarks, files)
+        if bookmarks or files:
+            self.store.record_plan(run, bookmarks, files)
+            crash_point("plan_recorded")
+        self.store.record_run(run)
         return run
 
     def before_target_write(self, ctx: JobContext) -> None:

@@ -19,16 +19,16 @@ def describe_bookmarks(store: StateStore, job: str, context: str | None = None, 
     ``list_files``, ``files``: each tracked file with its size, modification time and run.
     """
     described = []
-    for bookmark in store.bookmarks(job, context):
+    for context_name, history in store.histories(job, context).items():
+        bookmark = history.current
         entry: dict[str, Any] = {
-            "context": bookmark.context, "kind": bookmark.source_kind,
+            "context": context_name, "kind": bookmark.source_kind,
             "run_seq": bookmark.run_seq, "run_id": bookmark.run_id, "event": bookmark.event,
             "committed_at": bookmark.committed_at, "state": dict(bookmark.state)}
-        if bookmark.source_kind == files.SOURCE_KIND:
+        if bookmark.source_kind == files.SOURCE_KIND and bookmark.event != "reset":
             state = files.FileState.from_dict(bookmark.state)
-            window = store.processed_files(job, bookmark.context,
-                                           modified_after_ms=state.settled_ms,
-                                           up_to_seq=bookmark.run_seq)
+            window = store.processed_files(job, context_name, run_seqs=history.valid_runs,
+                                           modified_after_ms=state.settled_ms)
             entry["window_files"] = len({f.path for f in window})
             if list_files:
                 entry["files"] = [

@@ -43,18 +43,22 @@ class StateStore:
 
     def record_run(self, run: Run, bookmarks: Sequence[Bookmark] = (),
                    files: Sequence[ProcessedFile] = ()) -> None:
-        """Record a run's status, with the bookmark states and files it plans to commit.
+        """Record a run's status, after the plan rows it brings (``record_plan``)."""
+        self.record_plan(run, bookmarks, files)
+        self._append(RUNS, [_run_row(run)], {**_tag(run), "status": run.status})
 
-        Bookmarks and files count only once their run is ``succeeded`` in enable mode:
-        they are written before the run's targets (its pinned plan) and become valid
-        with the run row that says so. The run row goes last.
+    def record_plan(self, run: Run, bookmarks: Sequence[Bookmark] = (),
+                    files: Sequence[ProcessedFile] = ()) -> None:
+        """Record the bookmark states and files a run plans to commit.
+
+        They count only once their run is ``succeeded`` in enable mode: they are written
+        before the run's target commits (its pinned plan) and become valid with the run
+        row that says so.
         """
-        tag = {"job": run.job, "run_seq": run.run_seq, "run_id": run.run_id}
         if files:
-            self._append(PROCESSED_FILES, [_file_row(f) for f in files], tag)
+            self._append(PROCESSED_FILES, [_file_row(f) for f in files], _tag(run))
         if bookmarks:
-            self.record_bookmarks(bookmarks, tag)
-        self._append(RUNS, [_run_row(run)], {**tag, "status": run.status})
+            self.record_bookmarks(bookmarks, _tag(run))
 
     def record_bookmarks(self, bookmarks: Sequence[Bookmark],
                          tag: Mapping[str, Any] | None = None) -> None:
@@ -163,6 +167,10 @@ class ContextHistory:
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
     return (upgrade(table, row) for row in rows.to_pylist())
+
+
+def _tag(run: Run) -> dict[str, Any]:
+    return {"job": run.job, "run_seq": run.run_seq, "run_id": run.run_id}
 
 
 def _first_per(rows: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:

@@ -54,3 +54,24 @@ class FileLandsDuringRun(IncrementalJob):
         (landing / f"during-run-{ctx.run_seq}.json").write_text(
             json.dumps({"id": 1000 + ctx.run_seq}) + "\n")
         ctx.write_delta(df, ctx.params["target"])
+
+
+class TwoTargets(IncrementalJob):
+    """The same input to two targets, as bronze and an archive copy."""
+
+    def run(self, ctx):
+        df = read(ctx, lineage_column="source_file")
+        ctx.write_delta(df, ctx.params["target"])
+        ctx.write_delta(df, ctx.params["archive"])
+
+
+class Slow(IncrementalJob):
+    """Reads, then takes its time before writing (for concurrency tests)."""
+
+    def run(self, ctx):
+        import time
+
+        df = read(ctx)
+        Path(ctx.params["started_flag"]).write_text(ctx.run_id)
+        time.sleep(float(ctx.params["sleep_s"]))
+        ctx.write_delta(df, ctx.params["target"])

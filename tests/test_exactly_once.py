@@ -1,0 +1,149 @@
+"""Exactly-once through crashes, and one run at a time, with real processes.
+
+A run process (``deltamark run``) is SIGKILLed at each step of the commit protocol and at
+random moments; the next run recovers. After every scenario each source row is in each
+target exactly once, and the bookmark accounts for exactly the files in the target.
+
+DELTAMARK_CRASH_SCENARIOS sets how many random crash points run (default 4);
+DELTAMARK_CRASH_SEED fixes their seed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from framework.delta import delta_engine
+from framework.errors import ConcurrentRunError
+from framework.lease import lease_holder
+from framework.runner import CRASH_ENV
+
+pytestmark = pytest.mark.spark
+
+STEPS = ["started", "planned", "target_committed", "plan_recorded", "committing"]
+RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "4"))
+SEED = int(os.environ.get("DELTAMARK_CRASH_SEED", random.randrange(1_000_000)))
+
+
+def start_run(ws, job: str, **env: str) -> subprocess.Popen:
+    """``deltamark run JOB`` in its own process, as a scheduler would start it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "framework", "--conf-dir", str(ws.conf), "run", job],
+        cwd=ws.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def rows(ws, table: str) -> list[tuple[int, str]]:
+    df = delta_engine(ws.spark, "embedded").read(table)
+    return sorted((r.id, r.source_file.rsplit("/", 1)[-1]) for r in
+                  df.select("id", "source_file").collect())
+
+
+def landed_rows(ws) -> list[tuple[int, str]]:
+    found = []
+    for path in sorted(ws.landing.glob("*.json")):
+        found += [(int(line.split(":")[1].strip(" }")), path.name)
+                  for line in path.read_text().splitlines()]
+    return sorted(found)
+
+
+def assert_exactly_once(ws, *targets: str, job: str = "copy") -> None:
+    expected = landed_rows(ws)
+    for target in targets:
+        assert rows(ws, target) == expected, f"{target}: duplicates or gaps"
+    [bookmark] = ws.store.bookmarks(job)
+    assert bookmark.state["files_total"] == len({name for _, name in expected})
+    history = ws.store.histories(job)["src"]
+    counted = {Path(f.path).name for f in ws.store.processed_files(
+        job, "src", run_seqs=history.valid_runs)}
+    assert counted == {name for _, name in expected}
+
+
+def crash(ws, job: str, point: str) -> None:
+    process = start_run(ws, job, **{CRASH_ENV: point})
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGKILL, (point, process.returncode, err[-2000:])
+
+
+@pytest.fixture
+def copy_job(ws):
+    ws.declare(lineage="source_file")
+    return ws
+
+
+def test_a_crash_at_every_step_of_the_protocol_then_recovery(copy_job):
+    ws = copy_job
+    for step in STEPS:
+        ws.land(rows=2)
+        crash(ws, "copy", step)
+        ws.land(rows=1)
+        report = ws.run()
+        assert report.status == "succeeded"
+        assert_exactly_once(ws, ws.target)
+    actions = [r.recovery for r in ws.store.runs("copy") if r.recovery]
+    assert set(actions) == {"aborted", "replayed", "rolled_forward"}, actions
+
+
+def test_random_crash_points_then_recovery(copy_job):
+    ws = copy_job
+    rng = random.Random(SEED)
+    print(f"crash seed {SEED}")
+    for _ in range(RANDOM_SCENARIOS):
+        ws.land(rows=2)
+        process = start_run(ws, "copy")
+        time.sleep(rng.uniform(2.0, 9.0))
+        process.send_signal(signal.SIGKILL)
+        process.communicate()
+        ws.land(rows=1)
+        ws.run()
+        assert_exactly_once(ws, ws.target)
+
+
+@pytest.mark.parametrize("point", ["target_committed:1", "planned:2", "target_committed:2"])
+def test_two_targets_recovery_completes_only_the_missing_one(ws, point):
+    archive = str(ws.root / "lake" / "archive")
+    ws.declare(cls="TwoTargets", archive=archive)
+    ws.land(rows=2)
+    ws.run()
+    ws.land(rows=2)
+    crash(ws, "copy", point)
+    report = ws.run()
+    assert report.recovered.action == ("rolled_forward" if point == "committing" else "replayed")
+    assert_exactly_once(ws, ws.target, archive)
+    replay = [r for r in ws.store.runs("copy") if r.recovery == "replayed"][0]
+    assert replay.run_seq == 2 and replay.attempt == 2
+    first_target_skipped = point != "planned:1"
+    assert replay.outputs[ws.target]["replayed"] is first_target_skipped
+
+
+def test_one_run_at_a_time_and_a_dead_run_does_not_block(ws):
+    flag = ws.root / "started"
+    ws.declare(cls="Slow", sleep_s="60", started_flag=str(flag))
+    ws.land(rows=2)
+    slow = start_run(ws, "copy")
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists():
+            assert time.monotonic() < deadline and slow.poll() is None, slow.stderr.read()
+            time.sleep(0.2)
+        running_id = flag.read_text()
+        with pytest.raises(ConcurrentRunError) as refused:
+            ws.run()
+        assert refused.value.job == "copy" and refused.value.holder["run_id"] == running_id
+        assert f"run {running_id} (pid {slow.pid}" in str(refused.value)
+        assert lease_holder(ws.root / "state", "copy")["run_id"] == running_id
+    finally:
+        slow.send_signal(signal.SIGKILL)
+        slow.communicate()
+    assert lease_holder(ws.root / "state", "copy") is None
+    ws.declare(lineage="source_file")
+    report = ws.run()
+    assert report.recovered.action == "aborted" and report.recovered.run_id == running_id
+    assert_exactly_once(ws, ws.target)
