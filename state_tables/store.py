@@ -13,10 +13,12 @@ from typing import Any
 import pyarrow as pa
 
 from framework.delta import log
+from framework.errors import StateHistoryError, VersionNotFoundError
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.schemas import BOOKMARKS, PROCESSED_FILES, RUNS, StateTable, upgrade
 
 __all__ = ["ContextHistory", "StateStore"]
+
 
 # Compact and checkpoint a state table every this many versions, so that reading the
 # current state costs the same after 10 or 10,000 runs.
@@ -113,6 +115,45 @@ class StateStore:
                 continue  # the plan of a run that did not (or not yet) commit
             histories.setdefault(bookmark.context, ContextHistory()).apply(bookmark)
         return histories
+
+    def histories_after_run(self, job: str, run_seq: int,
+                            context: str | None = None) -> dict[str, ContextHistory]:
+        """The bookmarks as they stood right after run ``run_seq`` committed, read with Delta
+        time travel: the bookmarks table at the version of that run's last bookmark write.
+
+        Raises:
+            StateHistoryError: that version is gone (log retention, VACUUM).
+        """
+        path = self.path(BOOKMARKS)
+        if not log.is_table(path):
+            return {}
+        commits = log.history(path)
+        tagged = [(c.version, c.user_metadata["run_seq"]) for c in commits
+                  if c.user_metadata.get("job") == job and "run_seq" in c.user_metadata]
+        versions = [version for version, seq in tagged if seq <= run_seq]
+        truncated = commits[-1].version > 0
+        if not versions:
+            if tagged and truncated:
+                raise StateHistoryError(BOOKMARKS.name, min(seq for _, seq in tagged))
+            return {}
+        try:
+            return self.histories(job, context, up_to_seq=run_seq, version=max(versions))
+        except (VersionNotFoundError, OSError) as exc:
+            raise StateHistoryError(BOOKMARKS.name,
+                                    min(seq for _, seq in tagged if seq > run_seq)) from exc
+
+    def bookmark_log(self, job: str, context: str | None = None
+                     ) -> list[tuple[Bookmark, bool]]:
+        """Every bookmark row of ``job`` in order, each with whether it counts (a run's
+        plan counts once the run succeeded in enable mode; rewinds and resets always)."""
+        filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
+        rows = self._read_where(BOOKMARKS, filters)
+        committed = {r.run_seq for r in self.runs(job)
+                     if r.status == "succeeded" and r.mode == "enable"}
+        ordered = sorted((_bookmark(r) for r in _upgraded(BOOKMARKS, rows)),
+                         key=lambda b: (b.run_seq, b.event != "commit", b.committed_at,
+                                        b.context))
+        return [(b, b.event != "commit" or b.run_seq in committed) for b in ordered]
 
     def processed_files(self, job: str, context: str, *, modified_after_ms: int | None = None,
                         paths: Sequence[str] | None = None,

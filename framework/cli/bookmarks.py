@@ -5,7 +5,8 @@ from typing import Annotated, Any
 
 import typer
 
-from framework.cli._common import library_errors, options, plain
+from framework import admin
+from framework.cli._common import library_errors, options, plain, render
 from framework.status import describe_bookmarks
 
 app = typer.Typer(help="Bookmarks: what each job context has processed.", no_args_is_help=True)
@@ -31,12 +32,82 @@ def show(
         typer.echo("\n".join(_text(job, d) for d in described))
 
 
+@app.command("rewind")
+def rewind(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The job.")],
+    to_run: Annotated[str, typer.Option(help="Resume from right after this run (run id).")],
+    context: Annotated[str | None, typer.Option("--ctx", help="Only this context.")] = None,
+    restore_targets: Annotated[bool, typer.Option(
+        help="Also return the job's targets to their content right after that run "
+             "(refused if another writer committed to them since).")] = False,
+) -> None:
+    """Make JOB's next run resume from the state right after run --to-run."""
+    with library_errors(ctx):
+        done = admin.rewind(options(ctx).settings(), job, to_run=to_run, context=context,
+                            restore_targets=restore_targets)
+    typer.echo(f"{job}: rewound to run {done.to_run.run_seq} ({done.to_run.run_id}); the "
+               "next run resumes from there.")
+    for b in done.bookmarks:
+        what = ("reset (it did not exist then)" if b.event == "reset"
+                else f"state of run {b.restored_from_seq}")
+        typer.echo(f"  {b.context}: {what}")
+    for t in done.restored:
+        to = f"version {t.to_version}" if t.to_version is not None else "empty (created later)"
+        typer.echo(f"  target {t.target}: restored to {to} as version {t.new_version}")
+    if not restore_targets:
+        typer.echo("  targets untouched: rows later runs wrote stay there (--restore-targets "
+                   "removes them)")
+
+
+@app.command("reset")
+def reset(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The job.")],
+    context: Annotated[str | None, typer.Option("--ctx", help="Only this context.")] = None,
+) -> None:
+    """Make JOB's next run start from nothing (targets are not touched)."""
+    with library_errors(ctx):
+        done = admin.reset(options(ctx).settings(), job, context=context)
+    typer.echo(f"{job}: reset {', '.join(b.context for b in done.bookmarks) or 'nothing'}; "
+               "the next run reads everything.")
+
+
+@app.command("history")
+def history(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The job.")],
+    context: Annotated[str | None, typer.Option("--ctx", help="Only this context.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Every state change of JOB's contexts, oldest first (counts: whether it applies)."""
+    with library_errors(ctx):
+        rows = admin.bookmark_history(options(ctx).store(), job, context)
+    render(rows, as_json=as_json)
+
+
+@app.command("get")
+def get(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The job.")],
+    run: Annotated[str | None, typer.Option(help="As of this run (run id).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="One line of JSON (default: indented JSON).")] = False,
+) -> None:
+    """JOB's bookmark shaped like Glue's GetJobBookmark JobBookmarkEntry."""
+    with library_errors(ctx):
+        entry = admin.glue_bookmark_entry(options(ctx).store(), job, run)
+    typer.echo(json.dumps(entry, indent=None if as_json else 2))
+
+
 def _text(job: str, entry: dict[str, Any]) -> str:
     lines = [f"{job} / {entry['context']}  ({entry['kind']}; {entry['event']} by run "
              f"{entry['run_seq']}, {entry['run_id']}, at {entry['committed_at']:%Y-%m-%d %H:%M:%S} "
              "UTC)"]
     state = entry["state"]
-    if entry["kind"] == "files":
+    if entry["event"] == "reset":
+        lines.append("  reset: the next run starts from nothing")
+    elif entry["kind"] == "files":
         lines += [
             f"  high-water mark : {state['settled_at']} (files modified at or before it "
             "count as processed)",

@@ -4,6 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
+from framework.admin import abort_run
 from framework.cli._common import library_errors, options, render
 from state_tables.model import Run
 
@@ -30,3 +31,15 @@ def _summary(run: Run) -> dict[str, Any]:
             "attempt": run.attempt, "started_at": f"{run.started_at:%Y-%m-%d %H:%M:%S}",
             "seconds": f"{seconds:.1f}" if seconds is not None else "", "read": read,
             "run_id": run.run_id, "error": run.error}
+
+
+@app.command("abort")
+def abort(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help="The unfinished run to abort.")],
+) -> None:
+    """Mark an unfinished run whose process is gone as aborted (nothing of it counts)."""
+    with library_errors(ctx):
+        run = abort_run(options(ctx).settings(), run_id)
+    typer.echo(f"{run.job}: run {run.run_seq} ({run.run_id}) aborted; its input stays "
+               "pending for the next run.")

@@ -43,10 +43,12 @@ __all__ = [
     "add_columns",
     "append_rows",
     "commit_files",
+    "delete_all",
     "history",
     "is_table",
     "query",
     "read_rows",
+    "restore",
     "snapshot",
     "table_version",
     "transaction_version",
@@ -276,6 +278,27 @@ def commit_files(
     except (CommitFailedError, DeltaError) as exc:
         raise errors.WriteConflictError(path, f"commit refused: {exc}") from exc
     return _version_of(path, write_id)
+
+
+def restore(path: str, version: int, *, user_metadata: Mapping[str, Any]) -> int:
+    """Make the table's content that of ``version`` again, in a new commit (history kept).
+
+    Raises:
+        VersionNotFoundError: ``version`` (or its files) is no longer reachable.
+    """
+    table = _open(path)
+    try:
+        table.restore(version, commit_properties=_commit_properties(None, user_metadata))
+    except DeltaError as exc:
+        raise errors.VersionNotFoundError(path, f"version {version}", str(exc)) from exc
+    return table.version()
+
+
+def delete_all(path: str, *, user_metadata: Mapping[str, Any]) -> int:
+    """Remove every row in a new commit (history kept); returns the new version."""
+    table = _open(path)
+    table.delete(commit_properties=_commit_properties(None, user_metadata))
+    return table.version()
 
 
 def add_columns(path: str, schema_json: str) -> None:
