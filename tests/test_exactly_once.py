@@ -4,7 +4,7 @@ A run process (``deltamark run``) is SIGKILLed at each step of the commit protoc
 random moments; the next run recovers. After every scenario each source row is in each
 target exactly once, and the bookmark accounts for exactly the files in the target.
 
-DELTAMARK_CRASH_SCENARIOS sets how many random crash points run (default 4);
+DELTAMARK_CRASH_SCENARIOS sets how many random crash points run (default 6);
 DELTAMARK_CRASH_SEED fixes their seed.
 """
 
@@ -13,14 +13,11 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from framework.delta import delta_engine
 from framework.errors import ConcurrentRunError
 from framework.lease import lease_holder
 from framework.runner import CRASH_ENV
@@ -28,22 +25,8 @@ from framework.runner import CRASH_ENV
 pytestmark = pytest.mark.spark
 
 STEPS = ["started", "planned", "target_committed", "plan_recorded", "committing"]
-RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "4"))
+RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "6"))
 SEED = int(os.environ.get("DELTAMARK_CRASH_SEED", random.randrange(1_000_000)))
-
-
-def start_run(ws, job: str, **env: str) -> subprocess.Popen:
-    """``deltamark run JOB`` in its own process, as a scheduler would start it."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "framework", "--conf-dir", str(ws.conf), "run", job],
-        cwd=ws.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
-
-
-def rows(ws, table: str) -> list[tuple[int, str]]:
-    df = delta_engine(ws.spark, "embedded").read(table)
-    return sorted((r.id, r.source_file.rsplit("/", 1)[-1]) for r in
-                  df.select("id", "source_file").collect())
 
 
 def landed_rows(ws) -> list[tuple[int, str]]:
@@ -57,7 +40,7 @@ def landed_rows(ws) -> list[tuple[int, str]]:
 def assert_exactly_once(ws, *targets: str, job: str = "copy") -> None:
     expected = landed_rows(ws)
     for target in targets:
-        assert rows(ws, target) == expected, f"{target}: duplicates or gaps"
+        assert ws.rows(target) == expected, f"{target}: duplicates or gaps"
     [bookmark] = ws.store.bookmarks(job)
     assert bookmark.state["files_total"] == len({name for _, name in expected})
     history = ws.store.histories(job)["src"]
@@ -67,7 +50,7 @@ def assert_exactly_once(ws, *targets: str, job: str = "copy") -> None:
 
 
 def crash(ws, job: str, point: str) -> None:
-    process = start_run(ws, job, **{CRASH_ENV: point})
+    process = ws.start_run(job, **{CRASH_ENV: point})
     out, err = process.communicate(timeout=120)
     assert process.returncode == -signal.SIGKILL, (point, process.returncode, err[-2000:])
 
@@ -97,7 +80,7 @@ def test_random_crash_points_then_recovery(copy_job):
     print(f"crash seed {SEED}")
     for _ in range(RANDOM_SCENARIOS):
         ws.land(rows=2)
-        process = start_run(ws, "copy")
+        process = ws.start_run("copy")
         time.sleep(rng.uniform(2.0, 9.0))
         process.send_signal(signal.SIGKILL)
         process.communicate()
@@ -127,7 +110,7 @@ def test_one_run_at_a_time_and_a_dead_run_does_not_block(ws):
     flag = ws.root / "started"
     ws.declare(cls="Slow", sleep_s="60", started_flag=str(flag))
     ws.land(rows=2)
-    slow = start_run(ws, "copy")
+    slow = ws.start_run("copy")
     try:
         deadline = time.monotonic() + 60
         while not flag.exists():

@@ -6,7 +6,6 @@ import json
 import signal
 
 import pytest
-from test_exactly_once import rows, start_run
 from typer.testing import CliRunner
 
 from framework import admin
@@ -28,7 +27,7 @@ def three_runs(ws):
 
 
 def ids_in_target(ws) -> list[int]:
-    return [i for i, _ in rows(ws, ws.target)]
+    return [i for i, _ in ws.rows(ws.target)]
 
 
 def test_rewind_resumes_from_that_run_and_is_recorded(ws, three_runs):
@@ -128,7 +127,7 @@ def test_runs_abort(ws):
     ws.declare(lineage="source_file")
     ws.land(rows=1)
     for point, abortable in (("planned", True), ("target_committed", False)):
-        process = start_run(ws, "copy", **{CRASH_ENV: point})
+        process = ws.start_run("copy", **{CRASH_ENV: point})
         process.communicate(timeout=120)
         assert process.returncode == -signal.SIGKILL
         interrupted = ws.store.runs("copy")[-1]

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -47,3 +50,18 @@ class Workspace:
 
         df = delta_engine(self.spark, "embedded").read(self.target)
         return sorted(r.id for r in df.select("id").collect())
+
+    def start_run(self, job: str = "copy", **env: str) -> subprocess.Popen:
+        """``deltamark run JOB`` in its own process, as a scheduler would start it."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "framework", "--conf-dir", str(self.conf), "run", job],
+            cwd=self.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+
+    def rows(self, table: str) -> list[tuple[int, str]]:
+        """(id, source file name) of every row of a target, sorted."""
+        from framework.delta import delta_engine
+
+        df = delta_engine(self.spark, "embedded").read(table)
+        return sorted((r.id, r.source_file.rsplit("/", 1)[-1])
+                      for r in df.select("id", "source_file").collect())
