@@ -113,7 +113,8 @@ def run_job(
     spec = load_job(settings, job)
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
     store = StateStore(settings.state_root)
-    _range(job, options, store.runs(job))  # argument errors before Spark starts
+    if options.from_run:
+        _range(job, options, store.runs(job))  # argument errors before Spark starts
     run_id = uuid.uuid4().hex
     lease = contextlib.nullcontext() if dry_run else job_lease(settings.state_root, job, run_id)
     with lease:

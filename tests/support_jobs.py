@@ -75,3 +75,14 @@ class Slow(IncrementalJob):
         Path(ctx.params["started_flag"]).write_text(ctx.run_id)
         time.sleep(float(ctx.params["sleep_s"]))
         ctx.write_delta(df, ctx.params["target"])
+
+
+class TwoSources(IncrementalJob):
+    """Two landing directories, two contexts, one target."""
+
+    def run(self, ctx):
+        first = read(ctx, transformation_ctx="a", schema="id BIGINT",
+                     lineage_column="source_file")
+        second = ctx.read_files(ctx.params["landing_b"], format="json", transformation_ctx="b",
+                                schema="id BIGINT", lineage_column="source_file")
+        ctx.write_delta(first.unionByName(second), ctx.params["target"])

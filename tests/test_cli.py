@@ -45,7 +45,7 @@ def test_runs_list_text_table(state):
     result = invoke("--state-root", state, "runs", "list")
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["job", "run_seq", "status", "mode", "attempt", "started_at",
-                                "seconds", "read", "run_id", "error"]
+                                "seconds", "read", "run_id", "recovery", "error"]
     assert len(lines) == 3 and lines[2].split()[:4] == ["orders", "2", "succeeded", "enable"]
 
 

@@ -140,3 +140,20 @@ def test_runs_abort(ws):
                 admin.abort_run(ws.settings, interrupted.run_id)
     assert ws.run().recovered.action == "replayed"
     assert ids_in_target(ws) == [100]
+
+
+def test_rewind_one_context_leaves_the_others(ws):
+    landing_b = ws.root / "landing_b"
+    landing_b.mkdir()
+    ws.declare(cls="TwoSources", landing_b=str(landing_b))
+    ids = []
+    for n in range(2):
+        ws.land(rows=1)
+        (landing_b / f"b{n}.json").write_text(json.dumps({"id": 900 + n}) + "\n")
+        ids.append(ws.run().run_id)
+    admin.rewind(ws.settings, "copy", to_run=ids[0], context="a")
+    marks = {b.context: b for b in ws.store.bookmarks("copy")}
+    assert (marks["a"].event, marks["a"].state["files_total"]) == ("rewind", 1)
+    assert (marks["b"].event, marks["b"].state["files_total"]) == ("commit", 2)
+    report = ws.run()
+    assert (report.inputs["a"]["files"], report.inputs["b"]["files"]) == (1, 0)

@@ -30,7 +30,7 @@ def _summary(run: Run) -> dict[str, Any]:
     return {"job": run.job, "run_seq": run.run_seq, "status": run.status, "mode": run.mode,
             "attempt": run.attempt, "started_at": f"{run.started_at:%Y-%m-%d %H:%M:%S}",
             "seconds": f"{seconds:.1f}" if seconds is not None else "", "read": read,
-            "run_id": run.run_id, "error": run.error}
+            "run_id": run.run_id, "recovery": run.recovery, "error": run.error}
 
 
 @app.command("abort")

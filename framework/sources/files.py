@@ -188,7 +188,8 @@ def list_files(source: FileSource) -> list[ListedFile]:
             raise FileNotFoundError(f"{root} does not exist")
         for item in infos:
             relative = item.path[len(prefix):].lstrip("/")
-            if item.type != pafs.FileType.File or _hidden(relative):
+            if item.type != pafs.FileType.File or (
+                    ("/_" in f"/{relative}" or "/." in f"/{relative}") and _hidden(relative)):
                 continue
             uri = to_uri(item.path)
             if any(fnmatch.fnmatchcase(uri, p) or fnmatch.fnmatchcase(relative, p)
@@ -297,8 +298,12 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataF
     from pyspark.sql.types import StructType
 
     if not plan.files:
-        schema = source.schema if source.schema is not None else StructType([])
-        return spark.createDataFrame([], schema)
+        if source.schema is None:
+            return spark.createDataFrame([], StructType([]))
+        empty = spark.createDataFrame([], source.schema)
+        if source.lineage_column:
+            empty = empty.withColumn(source.lineage_column, F.lit(None).cast("string"))
+        return empty
     paths = [f.path for f in plan.files]
     base_path = _base_path(source)
     if source.format == "avro" and not _spark_avro_available(spark):
