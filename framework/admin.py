@@ -15,7 +15,7 @@ from typing import Any
 
 from framework.config import Settings
 from framework.delta import log
-from framework.errors import RewindError, RunStateError, StateHistoryError
+from framework.errors import RewindError, RunNotFoundError, RunStateError, StateHistoryError
 from framework.job import app_id
 from framework.lease import job_lease
 from state_tables.model import Bookmark, Run
@@ -49,13 +49,15 @@ def abort_run(settings: Settings, run_id: str) -> Run:
     """Mark an unfinished run aborted, so its plan never counts.
 
     Raises:
-        RunStateError: unknown run; already finished; its process still holds the lease;
-            or some target already has its data (the next run will complete it).
+        RunNotFoundError: no such run.
+        RunStateError: already finished, or some target already has its data (the next
+            run completes it).
+        ConcurrentRunError: its process (or another run of the job) holds the lease.
     """
     store = StateStore(settings.state_root)
     run = next((r for r in store.runs() if r.run_id == run_id), None)
     if run is None:
-        raise RunStateError("?", f"no run {run_id} in the runs table. See deltamark runs list.")
+        raise RunNotFoundError(run_id)
     if run.status not in ("running", "committing"):
         raise RunStateError(run.job, f"run {run_id} has already ended ({run.status}).")
     with job_lease(settings.state_root, run.job, f"abort {run_id}"):

@@ -21,6 +21,7 @@ __all__ = [
     "MissingContextError",
     "ReadOnlySqlError",
     "RewindError",
+    "RunNotFoundError",
     "RunStateError",
     "SchemaMismatchError",
     "SourceError",
@@ -95,6 +96,14 @@ class ConcurrentRunError(JobError):
         super().__init__(
             job, f"{who} is running; one run of a job at a time. Wait for it to finish, or "
             "stop that process: its lease ends with it and the next run recovers its work.")
+
+
+class RunNotFoundError(DeltamarkError):
+    """No run with this id in the runs table."""
+
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"run {run_id}: not in the runs table. See deltamark runs list.")
 
 
 class RunStateError(JobError):

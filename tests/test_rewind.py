@@ -157,3 +157,15 @@ def test_rewind_one_context_leaves_the_others(ws):
     assert (marks["b"].event, marks["b"].state["files_total"]) == ("commit", 2)
     report = ws.run()
     assert (report.inputs["a"]["files"], report.inputs["b"]["files"]) == (1, 0)
+
+
+def test_cli_runs_abort_errors_are_one_line(ws, three_runs):
+    def deltamark(*args):
+        return CliRunner().invoke(app, ["--conf-dir", str(ws.conf), *args])
+
+    unknown = deltamark("runs", "abort", "nope")
+    assert unknown.exit_code == 1
+    assert unknown.stderr.strip().splitlines() == [
+        "error: run nope: not in the runs table. See deltamark runs list."]
+    done = deltamark("runs", "abort", three_runs[0])
+    assert done.exit_code == 1 and "has already ended (succeeded)" in done.stderr
