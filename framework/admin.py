@@ -116,6 +116,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
         rows += [_reset_row(job, c, seq, now) for c in sorted(known - {r.context for r in rows})]
         if rows:
             store.record_bookmarks(rows, {"job": job, "event": "rewind", "run_seq": seq})
+        _supersede_unfinished(store, runs)
     return Rewind(job=job, to_run=run, bookmarks=tuple(rows), restored=tuple(restored))
 
 
@@ -128,7 +129,16 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
         rows = [_reset_row(job, c, seq, now) for c in sorted(store.histories(job, context))]
         if rows:
             store.record_bookmarks(rows, {"job": job, "event": "reset", "run_seq": seq})
+        _supersede_unfinished(store, store.runs(job))
     return Rewind(job=job, to_run=None, bookmarks=tuple(rows))
+
+
+def _supersede_unfinished(store: StateStore, runs: Sequence[Run]) -> None:
+    """An interrupted last run is not recovered after a rewind or reset: the operator
+    chose where the job resumes."""
+    if runs and runs[-1].status in ("running", "committing", "failed"):
+        store.record_run(dataclasses.replace(runs[-1], status="aborted",
+                                             ended_at=datetime.now(UTC), recovery="rewound"))
 
 
 def _reset_row(job: str, context: str, seq: int, now: datetime) -> Bookmark:

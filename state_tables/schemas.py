@@ -56,7 +56,8 @@ RUNS = StateTable(
         ("outputs", pa.string(), True, "JSON object: target -> what was written (version)"),
         ("updated_at", TS, True, "when this row was written (UTC)"),
         ("recovery", pa.string(), True, "how recovery settled an interrupted run: "
-         "rolled_forward | replayed | aborted (nothing landed) | aborted_by_operator"),
+         "rolled_forward | replayed | aborted (nothing landed) | aborted_by_operator | "
+         "rewound (superseded by a rewind or reset)"),
     ),
 )
 

@@ -169,3 +169,14 @@ def test_cli_runs_abort_errors_are_one_line(ws, three_runs):
         "error: run nope: not in the runs table. See deltamark runs list."]
     done = deltamark("runs", "abort", three_runs[0])
     assert done.exit_code == 1 and "has already ended (succeeded)" in done.stderr
+
+
+def test_a_rewind_supersedes_an_interrupted_run(ws, three_runs):
+    ws.land(rows=2)
+    process = ws.start_run("copy", **{CRASH_ENV: "target_committed"})
+    process.communicate(timeout=120)
+    admin.rewind(ws.settings, "copy", to_run=three_runs[1], restore_targets=True)
+    assert ws.store.runs("copy")[-1].recovery == "rewound"
+    report = ws.run()
+    assert report.recovered is None
+    assert ids_in_target(ws) == [100, 101, 200, 201, 300, 301, 400, 401]
