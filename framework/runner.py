@@ -113,19 +113,16 @@ def run_job(
     spec = load_job(settings, job)
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
     store = StateStore(settings.state_root)
-    if options.from_run:
-        _range(job, options, store.runs(job))  # argument errors before Spark starts
+    range_seqs = _range(job, options, store)  # argument errors before Spark starts
     run_id = uuid.uuid4().hex
     lease = contextlib.nullcontext() if dry_run else job_lease(settings.state_root, job, run_id)
     with lease:
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
         recovered = None if dry_run else _recover(spec, store, session, engine)
-        history = store.runs(job)
-        last = history[-1] if history else None
+        last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
-                               run_seq=max((r.run_seq for r in history), default=0) + 1,
-                               range_seqs=_range(job, options, history))
+                               run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs)
         attempt = last.attempt + 1 if last and last.status == "failed" else 1
         params = {**spec.params, **(args or {})}
         ctx, run = _execute(spec, identity, params, options, attempt, store, session, engine,
@@ -194,10 +191,9 @@ class _Steps:
 def _recover(spec: JobSpec, store: StateStore, spark: SparkSession,
              engine: DeltaEngine) -> Recovery | None:
     """Settle the job's last run if it did not succeed (see the module docstring)."""
-    history = store.runs(spec.name)
-    if not history or history[-1].status not in ("running", "committing", "failed"):
+    last = store.last_run(spec.name)
+    if last is None or last.status not in ("running", "committing", "failed"):
         return None
-    last = history[-1]
     attempted = [t for t, out in last.outputs.items() if out.get("pending") or out.get("written")]
     landed = [t for t in attempted if _has_run(t, spec.name, last.run_seq)]
     now = datetime.now(UTC)
@@ -262,21 +258,22 @@ def _engine(settings: Settings, spark: SparkSession) -> DeltaEngine:
     return delta_engine(spark, settings.delta)
 
 
-def _range(job: str, options: BookmarkOptions, history: Sequence[Run]
-           ) -> tuple[int, int] | None:
+def _range(job: str, options: BookmarkOptions, store: StateStore) -> tuple[int, int] | None:
     """run_seq of the runs a pause range names; they must have committed bookmarks."""
     if options.from_run is None or options.to_run is None:
         return None
-    committed = {r.run_id: r for r in history if r.status == "succeeded" and r.mode == "enable"}
-    missing = [run_id for run_id in (options.from_run, options.to_run)
-               if run_id not in committed]
+    found = {run_id: store.find_run(run_id) for run_id in (options.from_run, options.to_run)}
+    missing = [run_id for run_id, run in found.items()
+               if run is None or run.job != job or run.status != "succeeded"
+               or run.mode != "enable"]
     if missing:
-        recent = ", ".join(r.run_id for r in list(committed.values())[-5:]) or "none"
+        recent = ", ".join(r.run_id for r in store.runs(job)
+                           if r.status == "succeeded" and r.mode == "enable")
         raise BookmarkOptionError(
-            job, f"{' and '.join(missing)}: not a run of this job that committed bookmarks "
-            f"(succeeded in enable mode). Recent such runs: {recent}. "
-            "See deltamark runs list.")
-    first, last = committed[options.from_run].run_seq, committed[options.to_run].run_seq
+            job, f"{' and '.join(dict.fromkeys(missing))}: not a run of this job that "
+            f"committed bookmarks (succeeded in enable mode). Recent such runs: "
+            f"{', '.join(recent.split(', ')[-5:]) or 'none'}. See deltamark runs list.")
+    first, last = found[options.from_run].run_seq, found[options.to_run].run_seq
     if first > last:
         raise BookmarkOptionError(
             job, f"--bookmark-from {options.from_run} (run {first}) comes after "

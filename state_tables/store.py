@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from framework.delta import log
 from framework.errors import StateHistoryError, VersionNotFoundError
@@ -76,9 +77,25 @@ class StateStore:
 
     def runs(self, job: str | None = None) -> list[Run]:
         """Recorded runs in their current status, by job then run_seq."""
-        rows = _upgraded(RUNS, self._read(RUNS, {"job": job}))
-        newest = _first_per(sorted(rows, key=lambda r: r["updated_at"], reverse=True),
-                            ("job", "run_id"))
+        return self._runs(self._read(RUNS, {"job": job}))
+
+    def last_run(self, job: str) -> Run | None:
+        """The job's run with the highest run_seq, in its current status."""
+        seqs = self._read_where(RUNS, [("job", "=", job)], columns=["run_seq"])["run_seq"]
+        if not len(seqs):
+            return None
+        top = pc.max(seqs).as_py()
+        [run] = self._runs(self._read_where(RUNS, [("job", "=", job), ("run_seq", "=", top)]))
+        return run
+
+    def find_run(self, run_id: str) -> Run | None:
+        """The run with this id, in its current status."""
+        found = self._runs(self._read_where(RUNS, [("run_id", "=", run_id)]))
+        return found[0] if found else None
+
+    def _runs(self, rows: pa.Table) -> list[Run]:
+        newest = _first_per(sorted(_upgraded(RUNS, rows), key=lambda r: r["updated_at"],
+                                   reverse=True), ("job", "run_id"))
         return sorted((_run(r) for r in newest), key=lambda r: (r.job, r.run_seq))
 
     def bookmarks(self, job: str, context: str | None = None, *,
@@ -95,26 +112,44 @@ class StateStore:
                   up_to_seq: int | None = None,
                   version: int | None = None) -> dict[str, ContextHistory]:
         """Each context's bookmark rows resolved: its current bookmark and the runs whose
-        processed files still count (rewinds and resets drop later runs).
+        processed files still count (a rewind brings back the set as of its run; a reset
+        empties it).
 
-        ``version`` reads the bookmarks table as it was at that Delta version.
+        ``version`` reads the bookmarks table as it was at that Delta version. The rows
+        are resolved in Arrow; only each context's current row becomes a ``Bookmark``.
         """
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
         rows = log.read_rows(self.path(BOOKMARKS), version=version, filters=filters)
-        rows = BOOKMARKS.schema.empty_table() if rows is None else rows
-        committed = {r.run_seq for r in self.runs(job)
-                     if r.status == "succeeded" and r.mode == "enable"}
-        ordered = sorted((_bookmark(r) for r in _upgraded(BOOKMARKS, rows)),
-                         key=lambda b: (b.run_seq, b.event != "commit", b.committed_at))
-        histories: dict[str, ContextHistory] = {}
-        for bookmark in ordered:
-            if up_to_seq is not None and (bookmark.run_seq > up_to_seq or (
-                    bookmark.run_seq == up_to_seq and bookmark.event != "commit")):
-                continue
-            if bookmark.event == "commit" and bookmark.run_seq not in committed:
-                continue  # the plan of a run that did not (or not yet) commit
-            histories.setdefault(bookmark.context, ContextHistory()).apply(bookmark)
+        if rows is None or not len(rows):
+            return {}
+        if pc.max(rows["schema_version"]).as_py() > BOOKMARKS.version:
+            upgrade(BOOKMARKS, rows.slice(0, 1).to_pylist()[0])  # raises StateSchemaError
+        is_commit = pc.equal(rows["event"], "commit")
+        keep = pc.or_(pc.invert(is_commit), pc.is_in(rows["run_seq"],
+                                                     value_set=self._committed_seqs(job)))
+        if up_to_seq is not None:
+            keep = pc.and_(keep, pc.or_(pc.less(rows["run_seq"], up_to_seq), pc.and_(
+                pc.equal(rows["run_seq"], up_to_seq), is_commit)))
+        rows = rows.filter(keep).append_column(
+            "_is_event", pc.invert(pc.equal(rows.filter(keep)["event"], "commit")))
+        histories = {}
+        for name in sorted(pc.unique(rows["context"]).to_pylist()):
+            mine = rows.filter(pc.equal(rows["context"], name)).sort_by(
+                [("run_seq", "ascending"), ("_is_event", "ascending"),
+                 ("committed_at", "ascending")])
+            current = _bookmark(upgrade(BOOKMARKS, mine.slice(len(mine) - 1).drop_columns(
+                ["_is_event"]).to_pylist()[0]))
+            commits = mine.filter(pc.invert(mine["_is_event"]))["run_seq"].to_pylist()
+            events = mine.filter(mine["_is_event"]).select(
+                ["run_seq", "event", "restored_from_seq"]).to_pylist()
+            histories[name] = ContextHistory(current, _valid_runs(commits, events, None))
         return histories
+
+    def _committed_seqs(self, job: str) -> pa.Array:
+        """run_seq of the job's runs that succeeded in enable mode (a final status)."""
+        runs = self._read_where(RUNS, [("job", "=", job), ("status", "=", "succeeded"),
+                                       ("mode", "=", "enable")], columns=["run_seq"])
+        return pc.unique(runs["run_seq"])
 
     def histories_after_run(self, job: str, run_seq: int,
                             context: str | None = None) -> dict[str, ContextHistory]:
@@ -184,26 +219,44 @@ class StateStore:
         return self._read_where(
             table, [(column, "=", value) for column, value in equal.items() if value is not None])
 
-    def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]]) -> pa.Table:
-        rows = log.read_rows(self.path(table), filters=filters or None)
-        return table.schema.empty_table() if rows is None else rows
+    def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]],
+                    columns: Sequence[str] | None = None) -> pa.Table:
+        rows = log.read_rows(self.path(table), filters=filters or None, columns=columns)
+        wanted = table.schema if columns is None else pa.schema(
+            [table.schema.field(c) for c in columns])
+        if rows is None:
+            return wanted.empty_table()
+        for missing in (f for f in wanted if f.name not in rows.column_names):
+            # a nullable column added after this table was created: null in its old rows
+            rows = rows.append_column(missing, pa.nulls(len(rows), missing.type))
+        return rows
 
 
-@dataclass
+@dataclass(frozen=True)
 class ContextHistory:
-    """One context's bookmark rows applied in order."""
+    """One context's bookmark rows resolved: the current one, and the runs whose
+    processed files count."""
 
-    current: Bookmark | None = None
-    valid_runs: set[int] = field(default_factory=set)
+    current: Bookmark
+    valid_runs: frozenset[int] = frozenset()
 
-    def apply(self, bookmark: Bookmark) -> None:
-        if bookmark.event == "commit":
-            self.valid_runs.add(bookmark.run_seq)
-        elif bookmark.event == "rewind":
-            self.valid_runs = {s for s in self.valid_runs if s <= bookmark.restored_from_seq}
-        else:
-            self.valid_runs = set()
-        self.current = bookmark
+
+def _valid_runs(commits: Sequence[int], events: Sequence[Mapping[str, Any]],
+                up_to: int | None) -> frozenset[int]:
+    """Replay commits (ascending run_seq) and events (rewind / reset, in order): a reset
+    empties the set; a rewind to run k brings back the set as it was right after k."""
+    valid: set[int] = set()
+    i = 0
+    for event in events:
+        if up_to is not None and event["run_seq"] >= up_to:
+            break
+        while i < len(commits) and commits[i] <= event["run_seq"]:
+            valid.add(commits[i])
+            i += 1
+        valid = (set() if event["event"] == "reset" else
+                 set(_valid_runs(commits, events, event["restored_from_seq"])))
+    valid.update(s for s in commits[i:] if up_to is None or s <= up_to)
+    return frozenset(valid)
 
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:

@@ -359,16 +359,20 @@ def append_rows(path: str, rows: pa.Table, *, compact_every: int | None = None,
 
 
 def read_rows(path: str, *, version: int | None = None,
-              filters: Sequence[tuple[str, str, Any]] | None = None) -> pa.Table | None:
-    """All rows of an unpartitioned table (at ``version``), or None if there is no table."""
+              filters: Sequence[tuple[str, str, Any]] | None = None,
+              columns: Sequence[str] | None = None) -> pa.Table | None:
+    """The rows of an unpartitioned table (at ``version``; only ``columns`` if given), or
+    None if there is no table."""
     if not is_table(path):
         return None
     table = _open(path, version)
     schema = pa.schema(table.schema().to_arrow())
     uris = table.file_uris()
     if not uris:
-        return schema.empty_table()
-    return pq.read_table(uris, filters=list(filters) if filters else None, schema=schema)
+        return (schema if columns is None else
+                pa.schema([schema.field(c) for c in columns])).empty_table()
+    return pq.read_table(uris, filters=list(filters) if filters else None, schema=schema,
+                         columns=list(columns) if columns is not None else None)
 
 
 def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> pa.Table:
