@@ -136,3 +136,29 @@ def test_sql_refuses_anything_but_one_query(tmp_path, statement):
     with pytest.raises(ReadOnlySqlError):
         run_sql(store, statement)
     assert len(store.runs()) == 1
+
+
+def test_valid_runs_follow_rewinds_and_resets(tmp_path):
+    store = StateStore(tmp_path)
+    for seq in (1, 2, 3):
+        store.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+
+    def event(kind, at, to=None):
+        store.record_bookmarks([Bookmark(
+            job="a", context="src", run_id=f"a-{to}", run_seq=at, source_kind="files",
+            state={"n": to} if to else {}, event=kind, restored_from_seq=to)])
+
+    event("rewind", 3, to=1)
+    assert store.histories("a")["src"].valid_runs == {1}
+    for seq in (4, 5):
+        store.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+    event("rewind", 5, to=4)
+    history = store.histories("a")["src"]
+    assert history.valid_runs == {1, 4} and history.current.state == {"n": 4}
+    event("rewind", 5, to=2)  # back before the first rewind: run 2's own past
+    assert store.histories("a")["src"].valid_runs == {1, 2}
+    store.record_run(run("a", 6, status="failed"), [mark("a", "src", 6, n=6)])
+    assert store.bookmarks("a")[0].state == {"n": 2}  # a failed run's plan never counts
+    event("reset", 6)
+    assert store.bookmarks("a") == [] and store.histories("a")["src"].valid_runs == set()
+    assert store.bookmarks("a", up_to_seq=3)[0].state == {"n": 3}
