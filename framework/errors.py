@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "BookmarkOptionError",
+    "ChangesUnavailableError",
     "ConcurrentRunError",
     "ConfigError",
     "DeltaEngineUnavailableError",
@@ -211,6 +212,10 @@ class SchemaMismatchError(DeltaTableError):
     def __init__(self, path: str, differences: Sequence[str], hint: str):
         self.differences = tuple(differences)
         super().__init__(path, f"schema mismatch: {'; '.join(self.differences)}. {hint}")
+
+
+class ChangesUnavailableError(DeltaTableError):
+    """A table's changes between two versions cannot be read as asked."""
 
 
 class WriteConflictError(DeltaTableError):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
 from framework.errors import JobError, MissingContextError, SourceError
 from framework.modes import BookmarkOptions
+from framework.sources import delta as delta_source
 from framework.sources import files
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from state_tables.model import Bookmark, ProcessedFile
@@ -183,6 +184,58 @@ class JobContext:
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
         return files.read_files(self.spark, source, plan)
 
+    def read_delta(
+        self,
+        table: str,
+        *,
+        transformation_ctx: str | None = None,
+        bookmark: bool = True,
+        change_feed: bool | None = None,
+    ) -> DataFrame:
+        """Read what the Delta table ``table`` gained since this context's last run.
+
+        The first run reads the whole table. Later runs read the versions after the
+        bookmark, up to the version pinned when the read is planned: the appended rows,
+        or with the table's Change Data Feed (``change_feed=None``: when the table has it)
+        every insert, update and delete with ``_change_type``, ``_commit_version`` and
+        ``_commit_timestamp``. This is how jobs chain: job B reads job A's target.
+
+        Raises:
+            MissingContextError, TableNotFoundError
+            ChangesUnavailableError: rows were changed in place and the table has no Change
+                Data Feed, or the needed history is gone (reset the context to reload).
+        """
+        context = self._context(transformation_ctx, bookmark, f"read_delta({table!r})")
+        pinned = (self._run.pinned or {}).get(context)
+        if pinned is not None and pinned.state is not None:
+            plan = delta_source.DeltaPlan.pinned(pinned.state)
+        elif not bookmark or not self.bookmark.reads_bookmark:
+            plan = delta_source.plan_delta(table, start=None, advance=False)
+        elif self._run.range_seqs:
+            first, last = self._run.range_seqs
+            plan = delta_source.plan_delta(
+                table, start=self._delta_bookmark(context, table, first),
+                end=self._delta_bookmark(context, table, last), advance=False)
+        else:
+            plan = delta_source.plan_delta(table, start=self._delta_bookmark(context, table),
+                                           advance=self.bookmark.advances)
+        self._reads[context] = SourceRead(context, delta_source.SOURCE_KIND, plan.counts(),
+                                          plan.state() if plan.advance else None)
+        self.log.info("%s: versions %s..%d of %s", context,
+                      "0" if plan.after is None else plan.after + 1, plan.to, table)
+        return delta_source.read_delta(self._engine, plan, change_feed=change_feed)
+
+    def _delta_bookmark(self, context: str, table: str, up_to_seq: int | None = None
+                        ) -> Mapping[str, Any] | None:
+        history = self._store.histories(self.job_name, context, up_to_seq=up_to_seq).get(context)
+        if history is None or history.current.event == "reset":
+            return None
+        if history.current.source_kind != delta_source.SOURCE_KIND:
+            raise SourceError(self.job_name, context,
+                              f"this context holds a {history.current.source_kind} bookmark, "
+                              "not a delta one. Give each source its own transformation_ctx.")
+        return history.current.state
+
     def _plan_files(self, context: str, source: files.FileSource,
                     listed: list[files.ListedFile], *, tracked: bool) -> FilePlan:
         if not tracked or not self.bookmark.reads_bookmark:
@@ -197,7 +250,7 @@ class JobContext:
     def _file_bookmark(self, context: str, up_to_seq: int | None = None
                        ) -> files.FileBookmark | None:
         history = self._store.histories(self.job_name, context, up_to_seq=up_to_seq).get(context)
-        if history is None or history.current is None or history.current.event == "reset":
+        if history is None or history.current.event == "reset":
             return None
         if history.current.source_kind != files.SOURCE_KIND:
             raise SourceError(self.job_name, context,

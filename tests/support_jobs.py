@@ -86,3 +86,16 @@ class TwoSources(IncrementalJob):
         second = ctx.read_files(ctx.params["landing_b"], format="json", transformation_ctx="b",
                                 schema="id BIGINT", lineage_column="source_file")
         ctx.write_delta(first.unionByName(second), ctx.params["target"])
+
+
+class DeltaCopy(IncrementalJob):
+    """A Delta table read incrementally, copied; optionally the source grows mid-run."""
+
+    def run(self, ctx):
+        df = ctx.read_delta(ctx.params["source"], transformation_ctx="src")
+        if ctx.params.get("grow_source_during_run") == "true":
+            from framework.delta import delta_engine
+
+            extra = ctx.spark.createDataFrame([(10_000 + ctx.run_seq,)], "id BIGINT")
+            delta_engine(ctx.spark, "embedded").write(extra, ctx.params["source"])
+        ctx.write_delta(df, ctx.params["target"])

@@ -47,6 +47,15 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def describe_counts(counts: dict) -> str:
+    """One source's counts in words (files or table versions)."""
+    if "to_version" in counts:
+        return f"versions {counts['from_version']}..{counts['to_version']}"
+    return (f"{counts['files']} of {counts['listed']} files ({counts['bytes']} bytes), "
+            f"{counts['backlog']} left for later runs, {counts['rewritten_skipped']} "
+            "rewritten files skipped")
+
+
 def _text(report: RunReport) -> str:
     if report.dry_run:
         lines = [f"{report.job}: dry run as run {report.run_seq} (bookmark {report.mode}); "
@@ -56,9 +65,7 @@ def _text(report: RunReport) -> str:
                  f"{report.seconds:.1f} s (run_id {report.run_id}, attempt {report.attempt}, "
                  f"bookmark {report.mode})"]
     for context, counts in report.inputs.items():
-        lines.append(f"  read  {context}: {counts['files']} of {counts['listed']} files "
-                     f"({counts['bytes']} bytes), {counts['backlog']} left for later runs, "
-                     f"{counts['rewritten_skipped']} rewritten files skipped")
+        lines.append(f"  read  {context}: {describe_counts(counts)}")
         if report.dry_run:
             paths = report.planned_files.get(context, [])
             lines += [f"        {p}" for p in paths[:SHOWN_FILES]]

@@ -25,8 +25,10 @@ def list_runs(
 
 def _summary(run: Run) -> dict[str, Any]:
     seconds = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
-    read = ", ".join(f"{context}: {counts.get('files', 0)} files"
-                     for context, counts in run.inputs.items())
+    read = ", ".join(
+        f"{context}: " + (f"v{counts['from_version']}..{counts['to_version']}"
+                          if "to_version" in counts else f"{counts.get('files', 0)} files")
+        for context, counts in run.inputs.items())
     return {"job": run.job, "run_seq": run.run_seq, "status": run.status, "mode": run.mode,
             "attempt": run.attempt, "started_at": f"{run.started_at:%Y-%m-%d %H:%M:%S}",
             "seconds": f"{seconds:.1f}" if seconds is not None else "", "read": read,

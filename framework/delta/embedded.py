@@ -44,10 +44,10 @@ from framework.errors import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["EmbeddedEngine"]
+__all__ = ["EmbeddedEngine", "read_data_files"]
 
 STAGING_DIR = "_deltamark_staging"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -71,15 +71,11 @@ class EmbeddedEngine(DeltaEngine):
         schema = _spark_schema(snap.schema_json)
         filters = F.check(filters, schema.fieldNames(), where=f"Delta table {path}")
         files = [f.path for f in snap.files if F.file_may_match(f, filters)]
-        if not files:
-            df = self.spark.createDataFrame([], schema)
-        else:
-            _check_hive_layout(path, snap, files)
-            reader = self.spark.read.schema(schema)
-            if snap.partition_columns:
-                reader = reader.option("basePath", root)
-            df = reader.parquet(*files).select(*[f"`{c}`" for c in schema.fieldNames()])
+        df = read_data_files(self.spark, path, snap, files)
         return df.where(F.to_column(filters)) if filters else df
+
+    def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
+        return read_data_files(self.spark, path, snap, files)
 
     # --- write -----------------------------------------------------------------------
 
@@ -125,6 +121,20 @@ class EmbeddedEngine(DeltaEngine):
             shutil.rmtree(staging, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(root, STAGING_DIR))
+
+
+def read_data_files(spark: SparkSession, path: str, snap: Snapshot,
+                    files: Sequence[str]) -> DataFrame:
+    """Some data files of ``snap`` as a DataFrame with the table's schema (partition
+    columns parsed from their ``col=value`` directories)."""
+    schema = _spark_schema(snap.schema_json)
+    if not files:
+        return spark.createDataFrame([], schema)
+    _check_hive_layout(path, snap, files)
+    reader = spark.read.schema(schema)
+    if snap.partition_columns:
+        reader = reader.option("basePath", snap.path)
+    return reader.parquet(*files).select(*[f"`{c}`" for c in schema.fieldNames()])
 
 
 def _local_path(path: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from framework.delta import log
 from framework.delta.filters import Filter
-from framework.delta.log import AppTransaction, Commit
+from framework.delta.log import AppTransaction, Commit, Snapshot
+from framework.errors import (
+    ChangesUnavailableError,
+    UnsupportedTableFeatureError,
+    VersionNotFoundError,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -18,6 +24,9 @@ if TYPE_CHECKING:
 __all__ = ["DeltaEngine", "WriteMode", "WriteResult"]
 
 WriteMode = Literal["append", "overwrite"]
+
+_GONE = ("the history after version {after} is no longer there ({detail}). Reset the "
+         "reading context to reload the table in full, or run once with --bookmark disable.")
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,55 @@ class DeltaEngine(ABC):
                merge_schema: bool, txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None) -> int:
         """Write and commit; return the new table version."""
+
+    def read_changes(self, path: str, *, after: int, to: int,
+                     change_feed: bool | None = None) -> DataFrame:
+        """What versions ``after + 1`` to ``to`` changed.
+
+        With the Change Data Feed (``change_feed=None``: when the table has
+        ``delta.enableChangeDataFeed=true``): every inserted, updated and deleted row, with
+        ``_change_type`` (insert, update_preimage, update_postimage, delete),
+        ``_commit_version`` and ``_commit_timestamp``. Without it: the rows appended;
+        compactions are skipped, and any commit that changed existing rows is an error.
+
+        Raises:
+            ChangesUnavailableError: rows changed without a Change Data Feed, or the log
+                entries or data files of the range are gone (log retention, VACUUM).
+        """
+        snap = log.snapshot(path, version=to)
+        if change_feed is None:
+            change_feed = snap.configuration.get("delta.enableChangeDataFeed") == "true"
+        try:
+            if change_feed:
+                return self._read_change_feed(path, after=after, to=to)
+            changes = log.changes(path, after=after, to=to)
+        except VersionNotFoundError as exc:
+            raise ChangesUnavailableError(path, _GONE.format(after=after, detail=exc)) from exc
+        if rewrites := [c for c in changes if c.rewrote]:
+            listed = ", ".join(f"v{c.version} {c.operation}" for c in rewrites)
+            raise ChangesUnavailableError(
+                path, f"{listed} changed existing rows, which only a Change Data Feed can "
+                "report. Enable it (delta.enableChangeDataFeed=true), or reload in full.")
+        if unsupported := snap.unsupported_features():
+            # The files alone do not give the rows; only the Change Data Feed would.
+            raise UnsupportedTableFeatureError(path, unsupported)
+        files = [f for c in changes for f in c.added]
+        if gone := [f for f in files if not os.path.exists(f)]:
+            raise ChangesUnavailableError(path, _GONE.format(
+                after=after, detail=f"{len(gone)} data files removed, e.g. {gone[0]} (VACUUM)"))
+        return self._read_added_files(path, snap, files)
+
+    def _read_change_feed(self, path: str, *, after: int, to: int) -> DataFrame:
+        # delta-rs reads the feed on the driver (fine for increments, not for backfills).
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        changes = log.change_feed(path, after=after, to=to)
+        return self.spark.createDataFrame(changes.to_pandas(),
+                                          schema=from_arrow_schema(changes.schema))
+
+    @abstractmethod
+    def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
+        """These data files of the table, with its schema at ``snap``."""
 
     def version(self, path: str) -> int | None:
         """The latest table version, or None when there is no table."""

@@ -40,8 +40,11 @@ __all__ = [
     "DataFile",
     "NewFile",
     "Snapshot",
+    "VersionChange",
     "add_columns",
     "append_rows",
+    "change_feed",
+    "changes",
     "commit_files",
     "delete_all",
     "history",
@@ -124,6 +127,21 @@ class Commit:
     info: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class VersionChange:
+    """What one commit did to a table's data.
+
+    ``added``: absolute paths of the data files it added as new data; ``rewrote``: it
+    removed data (delete, update, merge, overwrite). A compaction adds and removes files
+    without changing data, so it shows as neither.
+    """
+
+    version: int
+    operation: str
+    added: tuple[str, ...]
+    rewrote: bool
+
+
 def is_table(path: str | os.PathLike[str]) -> bool:
     return DeltaTable.is_deltatable(str(path))
 
@@ -200,6 +218,55 @@ def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]):
 
 def _prefixed(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
+
+
+def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
+    """The data changes of versions ``after + 1`` to ``to``, read from their log entries.
+
+    Raises:
+        VersionNotFoundError: a log entry in the range is gone (log retention).
+    """
+    found = []
+    for version in range(after + 1, to + 1):
+        entry = os.path.join(path, "_delta_log", f"{version:020}.json")
+        try:
+            with open(entry) as lines:
+                actions = [json.loads(line) for line in lines if line.strip()]
+        except FileNotFoundError as exc:
+            raise errors.VersionNotFoundError(
+                path, f"version {version}", "its log entry is gone (log retention)") from exc
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        added = tuple(os.path.join(path, unquote(a["add"]["path"])) for a in actions
+                      if "add" in a and a["add"].get("dataChange", True))
+        rewrote = any("remove" in a and a["remove"].get("dataChange", True) for a in actions)
+        found.append(VersionChange(version, info.get("operation", ""), added, rewrote))
+    return found
+
+
+def change_feed(path: str, *, after: int, to: int) -> pa.Table:
+    """Rows changed in versions ``after + 1`` to ``to`` from the Change Data Feed, with
+    ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
+    try:
+        feed = _open(path).load_cdf(starting_version=after + 1, ending_version=to)
+        changes = pa.RecordBatchReader.from_stream(feed).read_all()
+        # delta-rs gives the commit time without a zone; it is UTC (Delta's timestamp).
+        return changes.cast(pa.schema([
+            f.with_type(pa.timestamp("us", tz="UTC")) if f.name == "_commit_timestamp"
+            else f.with_type(_plain_type(f.type)) for f in changes.schema]))
+    except DeltaError as exc:
+        raise errors.VersionNotFoundError(path, f"changes after version {after}",
+                                          str(exc)) from exc
+
+
+def _plain_type(arrow_type: pa.DataType) -> pa.DataType:
+    """Types Spark takes from Arrow, for the view and unsigned types delta-rs emits."""
+    if pa.types.is_string_view(arrow_type):
+        return pa.string()
+    if pa.types.is_binary_view(arrow_type):
+        return pa.binary()
+    if pa.types.is_unsigned_integer(arrow_type):
+        return pa.int64()
+    return arrow_type
 
 
 def table_version(path: str) -> int | None:

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from framework.delta import filters as F
 from framework.delta import log
+from framework.delta.embedded import read_data_files
 from framework.delta.engine import DeltaEngine, WriteMode
-from framework.delta.log import AppTransaction
+from framework.delta.log import AppTransaction, Snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,6 +53,13 @@ class NativeEngine(DeltaEngine):
         if filters:
             df = df.where(F.to_column(F.check(filters, df.columns, where=path)))
         return df
+
+    def _read_change_feed(self, path: str, *, after: int, to: int) -> DataFrame:
+        return (self.spark.read.format("delta").option("readChangeFeed", "true")
+                .option("startingVersion", after + 1).option("endingVersion", to).load(path))
+
+    def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
+        return read_data_files(self.spark, path, snap, files)
 
     def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
                partition_by: tuple[str, ...], replace_where: tuple[F.Filter, ...],
