@@ -136,3 +136,5 @@ def test_chained_example_jobs_read_only_new_bronze_versions(spark, tmp_path):
     assert "read  bronze_src: versions 1..1" in deltamark(*refine)
     rows = delta_engine(spark, "embedded").read(silver)
     assert rows.count() == 90 and rows.select("order_id").distinct().count() == 90
+    shown = deltamark("bookmarks", "show", "orders_silver")
+    assert "processed up to : version 1" in shown and f"table           : {bronze}" in shown

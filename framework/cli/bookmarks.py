@@ -119,6 +119,12 @@ def _text(job: str, entry: dict[str, Any]) -> str:
         for f in entry.get("files", []):
             lines.append(f"    {f['modified_at']:%Y-%m-%d %H:%M:%S.%f}"[:-3]
                          + f"  {f['size']:>10}  run {f['run_seq']:<4} {f['path']}")
+    elif entry["kind"] == "delta":
+        lines += [
+            f"  table           : {state['table']}",
+            f"  processed up to : version {state['version']} (the next run reads the "
+            "versions after it)",
+        ]
     else:
         lines += [f"  {key}: {value}" for key, value in state.items()]
     return "\n".join(lines)
