@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
 from framework.errors import JobError, MissingContextError, SourceError
@@ -28,7 +28,7 @@ from framework.modes import BookmarkOptions
 from framework.sources import delta as delta_source
 from framework.sources import files
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
-from state_tables.model import Bookmark, ProcessedFile
+from state_tables.model import Bookmark, ProcessedFile, Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ class JobContext:
         self._hooks = hooks
         self._reads: dict[str, SourceRead] = {}
         self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
+        self._watermarks: dict[str, Watermark] = {}
         self._outputs: dict[str, dict[str, Any]] = {}
 
     # --- sources ----------------------------------------------------------------------
@@ -280,6 +281,46 @@ class JobContext:
             raise MissingContextError(self.job_name, what)
         return f"(untracked) {what}"
 
+    # --- watermarks -------------------------------------------------------------------
+
+    def watermark(self, df: DataFrame, column: str, *, transformation_ctx: str,
+                  aggregate: Literal["max", "min"] = "max") -> Any:
+        """Record the max (or min) of ``column`` over ``df`` for this run and return it.
+
+        It counts once the run succeeds; the next run gets it from ``last_watermark``.
+        A DataFrame without rows gives None and keeps the previous watermark.
+
+        Raises:
+            JobError: unknown column or aggregate, or the context already has one.
+        """
+        if aggregate not in ("max", "min"):
+            raise JobError(self.job_name, f"watermark aggregate must be max or min, not "
+                           f"{aggregate!r}")
+        if column not in df.columns:
+            raise JobError(self.job_name, f"watermark {transformation_ctx}: no column "
+                           f"{column!r} (columns: {', '.join(df.columns)})")
+        key = f"watermark:{transformation_ctx}"
+        if key in self._watermarks:
+            raise JobError(self.job_name, f"watermark {transformation_ctx} is set twice in "
+                           "one run; give each its own transformation_ctx.")
+        from pyspark.sql import functions as F
+
+        agg = F.max if aggregate == "max" else F.min
+        row = df.agg(agg(column).alias("value"), F.count(F.lit(1)).alias("rows")).first()
+        if row["rows"] == 0:
+            return None
+        self._watermarks[key] = Watermark(
+            job=self.job_name, context=transformation_ctx, run_id=self.run_id,
+            run_seq=self.run_seq, column=column, aggregate=aggregate, value=row["value"],
+            value_type=df.schema[column].dataType.simpleString(), rows=row["rows"])
+        return row["value"]
+
+    def last_watermark(self, transformation_ctx: str) -> Any:
+        """The watermark the latest successful run recorded for this context, or None."""
+        found = [w for w in self._store.watermarks(self.job_name)
+                 if w.context == transformation_ctx]
+        return found[0].value if found else None
+
     # --- targets ----------------------------------------------------------------------
 
     def write_delta(
@@ -342,11 +383,13 @@ class JobContext:
     def planned_files(self) -> dict[str, list[str]]:
         return {r.context: [f.path for f in r.files_read] for r in self._reads.values()}
 
-    def unpersisted_plan(self) -> tuple[list[Bookmark], list[ProcessedFile]]:
-        """The bookmark rows and processed files of contexts not yet written to the state
+    def unpersisted_plan(self) -> tuple[list[Bookmark], list[ProcessedFile], list[Watermark]]:
+        """The bookmark rows, processed files and watermarks not yet written to the state
         tables, which are now taken as written (the runner writes them)."""
         reads = [r for r in self._reads.values() if r.context not in self._persisted]
-        self._persisted.update(r.context for r in reads)
+        marks = [w for k, w in self._watermarks.items() if k not in self._persisted]
+        self._persisted.update([*(r.context for r in reads), *(
+            k for k in self._watermarks if k not in self._persisted)])
         bookmarks = [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
                               run_seq=self.run_seq, source_kind=r.kind, state=r.state)
                      for r in reads if r.state is not None]
@@ -354,7 +397,7 @@ class JobContext:
                                    run_seq=self.run_seq, path=f.path, size=f.size,
                                    modified_ms=f.modified_ms)
                      for r in reads for f in r.files_read]
-        return bookmarks, processed
+        return bookmarks, processed, marks
 
 
 def _pinned_plan(pinned: PinnedRead) -> FilePlan:

@@ -170,12 +170,12 @@ class _Steps:
 
     def record(self, ctx: JobContext, status: RunStatus, *, error: str | None = None) -> Run:
         final = status in ("succeeded", "failed")
-        bookmarks, files = ctx.unpersisted_plan() if status != "failed" else ([], [])
+        bookmarks, files, marks = ctx.unpersisted_plan() if status != "failed" else ([], [], [])
         run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
                                   outputs=ctx.outputs(), error=error,
                                   ended_at=datetime.now(UTC) if final else None)
-        if bookmarks or files:
-            self.store.record_plan(run, bookmarks, files)
+        if bookmarks or files or marks:
+            self.store.record_plan(run, bookmarks, files, marks)
             crash_point("plan_recorded")
         self.store.record_run(run)
         return run

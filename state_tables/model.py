@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-__all__ = ["Bookmark", "BookmarkEvent", "ProcessedFile", "Run", "RunStatus"]
+__all__ = ["Bookmark", "BookmarkEvent", "ProcessedFile", "Run", "RunStatus", "Watermark"]
 
 RunStatus = Literal["running", "committing", "succeeded", "failed", "aborted"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
@@ -68,3 +68,19 @@ class ProcessedFile:
     path: str
     size: int
     modified_ms: int
+
+
+@dataclass(frozen=True)
+class Watermark:
+    """The max (or min) of a column over what one context of a run processed."""
+
+    job: str
+    context: str
+    run_id: str
+    run_seq: int
+    column: str
+    aggregate: Literal["max", "min"]
+    value: Any
+    value_type: str  # Spark's simple type string: timestamp, date, bigint, ...
+    rows: int
+    committed_at: datetime | None = None

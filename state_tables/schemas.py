@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from framework.errors import StateSchemaError
 
-__all__ = ["BOOKMARKS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES", "upgrade"]
+__all__ = ["BOOKMARKS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES", "WATERMARKS",
+           "upgrade"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -94,7 +95,26 @@ PROCESSED_FILES = StateTable(
     ),
 )
 
-TABLES: Mapping[str, StateTable] = {t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES)}
+WATERMARKS = StateTable(
+    name="watermarks",
+    version=1,
+    columns=(
+        ("schema_version", pa.int32(), False, "version of this row's layout"),
+        ("job", pa.string(), False, "job name"),
+        ("context", pa.string(), False, "transformation_ctx the watermark belongs to"),
+        ("run_id", pa.string(), False, "the run that computed it"),
+        ("run_seq", pa.int64(), False, "that run's per-job number; counts once it succeeded"),
+        ("column", pa.string(), False, "the column aggregated"),
+        ("aggregate", pa.string(), False, "max | min"),
+        ("value", pa.string(), True, "the value as JSON (ISO text for dates and times)"),
+        ("value_type", pa.string(), False, "its Spark type: timestamp, date, bigint, ..."),
+        ("rows", pa.int64(), False, "rows the aggregate was taken over"),
+        ("committed_at", TS, False, "when this row was written (UTC)"),
+    ),
+)
+
+TABLES: Mapping[str, StateTable] = {
+    t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES, WATERMARKS)}
 
 # MIGRATIONS[table][n] turns a row of version n into a row of version n + 1.
 MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
@@ -106,6 +126,7 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
     },
     "bookmarks": {1: lambda row: {**row, "restored_from_seq": None}},
     "processed_files": {},
+    "watermarks": {},
 }
 
 

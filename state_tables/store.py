@@ -6,7 +6,8 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,15 @@ import pyarrow.compute as pc
 
 from framework.delta import log
 from framework.errors import StateHistoryError, VersionNotFoundError
-from state_tables.model import Bookmark, ProcessedFile, Run
-from state_tables.schemas import BOOKMARKS, PROCESSED_FILES, RUNS, StateTable, upgrade
+from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
+from state_tables.schemas import (
+    BOOKMARKS,
+    PROCESSED_FILES,
+    RUNS,
+    WATERMARKS,
+    StateTable,
+    upgrade,
+)
 
 __all__ = ["ContextHistory", "StateStore"]
 
@@ -51,7 +59,8 @@ class StateStore:
         self._append(RUNS, [_run_row(run)], {**_tag(run), "status": run.status})
 
     def record_plan(self, run: Run, bookmarks: Sequence[Bookmark] = (),
-                    files: Sequence[ProcessedFile] = ()) -> None:
+                    files: Sequence[ProcessedFile] = (),
+                    watermarks: Sequence[Watermark] = ()) -> None:
         """Record the bookmark states and files a run plans to commit.
 
         They count only once their run is ``succeeded`` in enable mode: they are written
@@ -62,6 +71,8 @@ class StateStore:
             self._append(PROCESSED_FILES, [_file_row(f) for f in files], _tag(run))
         if bookmarks:
             self.record_bookmarks(bookmarks, _tag(run))
+        if watermarks:
+            self._append(WATERMARKS, [_watermark_row(w) for w in watermarks], _tag(run))
 
     def record_bookmarks(self, bookmarks: Sequence[Bookmark],
                          tag: Mapping[str, Any] | None = None) -> None:
@@ -144,6 +155,21 @@ class StateStore:
                 ["run_seq", "event", "restored_from_seq"]).to_pylist()
             histories[name] = ContextHistory(current, _valid_runs(commits, events, None))
         return histories
+
+    def watermarks(self, job: str | None = None, *, up_to_seq: int | None = None
+                   ) -> list[Watermark]:
+        """The newest counting watermark of each job and context (a run's watermarks count
+        once it succeeded); with ``up_to_seq``, as they stood after that run."""
+        filters = [("job", "=", job)] if job else []
+        if up_to_seq is not None:
+            filters.append(("run_seq", "<=", up_to_seq))
+        rows = self._read_where(WATERMARKS, filters)
+        succeeded = {(r.job, r.run_seq) for r in self.runs(job) if r.status == "succeeded"}
+        found = sorted((_watermark(r) for r in _upgraded(WATERMARKS, rows)),
+                       key=lambda w: (w.job, w.context, -w.run_seq))
+        newest = _first_per(({"w": w, "job": w.job, "context": w.context} for w in found
+                             if (w.job, w.run_seq) in succeeded), ("job", "context"))
+        return [entry["w"] for entry in newest]
 
     def _committed_seqs(self, job: str) -> pa.Array:
         """run_seq of the job's runs that succeeded in enable mode (a final status)."""
@@ -335,3 +361,36 @@ def _file(row: dict[str, Any]) -> ProcessedFile:
     return ProcessedFile(job=row["job"], context=row["context"], run_id=row["run_id"],
                          run_seq=row["run_seq"], path=row["path"], size=row["size"],
                          modified_ms=row["modified_ms"])
+
+
+def _watermark_row(mark: Watermark) -> dict[str, Any]:
+    return {"schema_version": WATERMARKS.version, "job": mark.job, "context": mark.context,
+            "run_id": mark.run_id, "run_seq": mark.run_seq, "column": mark.column,
+            "aggregate": mark.aggregate, "value": json.dumps(mark.value, default=_iso),
+            "value_type": mark.value_type, "rows": mark.rows,
+            "committed_at": mark.committed_at or _now()}
+
+
+def _watermark(row: dict[str, Any]) -> Watermark:
+    return Watermark(job=row["job"], context=row["context"], run_id=row["run_id"],
+                     run_seq=row["run_seq"], column=row["column"], aggregate=row["aggregate"],
+                     value=_typed(json.loads(row["value"]), row["value_type"]),
+                     value_type=row["value_type"], rows=row["rows"],
+                     committed_at=row["committed_at"])
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _typed(value: Any, value_type: str) -> Any:
+    """Back from JSON to the Python value Spark gives for ``value_type``."""
+    if value is None:
+        return None
+    if value_type.startswith("timestamp"):
+        return datetime.fromisoformat(value)
+    if value_type == "date":
+        return date.fromisoformat(value)
+    if value_type.startswith("decimal"):
+        return Decimal(value)
+    return value

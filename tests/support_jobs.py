@@ -99,3 +99,20 @@ class DeltaCopy(IncrementalJob):
             extra = ctx.spark.createDataFrame([(10_000 + ctx.run_seq,)], "id BIGINT")
             delta_engine(ctx.spark, "embedded").write(extra, ctx.params["source"])
         ctx.write_delta(df, ctx.params["target"])
+
+
+class WatermarkedCopy(IncrementalJob):
+    """Reads every file (no bookmark), keeps rows newer than the last watermark."""
+
+    def run(self, ctx):
+        from pyspark.sql import functions as F
+
+        df = ctx.read_files(ctx.params["landing"], format="json", bookmark=False,
+                            schema="id BIGINT, ts TIMESTAMP")
+        last = ctx.last_watermark("events")
+        if last is not None:
+            df = df.where(F.col("ts") > F.lit(last))
+        ctx.watermark(df, "ts", transformation_ctx="events")
+        if ctx.params.get("fail") == "true":
+            raise RuntimeError("after the watermark")
+        ctx.write_delta(df, ctx.params["target"])
