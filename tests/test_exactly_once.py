@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from framework.cli import app
 from framework.errors import ConcurrentRunError
 from framework.lease import lease_holder
 from framework.runner import CRASH_ENV
@@ -127,6 +129,7 @@ def test_one_run_at_a_time_and_a_dead_run_does_not_block(ws):
         slow.communicate()
     assert lease_holder(ws.root / "state", "copy") is None
     ws.declare(lineage="source_file")
-    report = ws.run()
-    assert report.recovered.action == "aborted" and report.recovered.run_id == running_id
+    shown = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "run", "copy"])
+    assert shown.exit_code == 0, shown.output
+    assert f"copy: first recovered the interrupted run 1 ({running_id}): aborted" in shown.stdout
     assert_exactly_once(ws, ws.target)

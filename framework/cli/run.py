@@ -64,6 +64,10 @@ def _text(report: RunReport) -> str:
         lines = [f"{report.job}: run {report.run_seq} {report.status} in "
                  f"{report.seconds:.1f} s (run_id {report.run_id}, attempt {report.attempt}, "
                  f"bookmark {report.mode})"]
+    if report.recovered:
+        r = report.recovered
+        lines.insert(0, f"{report.job}: first recovered the interrupted run {r.run_seq} "
+                        f"({r.run_id}): {r.action.replace('_', ' ')}")
     for context, counts in report.inputs.items():
         lines.append(f"  read  {context}: {describe_counts(counts)}")
         if report.dry_run:
