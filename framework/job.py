@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -29,7 +29,7 @@ from framework.sources import delta as delta_source
 from framework.sources import files
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from state_tables.model import Bookmark, ProcessedFile, Watermark
-from state_tables.store import StateStore
+from state_tables.store import ContextHistory, StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -177,7 +177,11 @@ class JobContext:
                 listed = files.list_files(source)
             except (OSError, ValueError) as exc:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
-            plan = self._plan_files(context, source, listed, tracked=bookmark)
+            plan = self._plan(
+                tracked=bookmark,
+                bookmark_at=lambda seq: self._file_bookmark(context, seq),
+                plan=lambda start, end, advance: files.plan_files(
+                    listed, source, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
                                           plan.state.to_dict() if plan.state else None,
                                           plan.files)
@@ -210,54 +214,54 @@ class JobContext:
         pinned = (self._run.pinned or {}).get(context)
         if pinned is not None and pinned.state is not None:
             plan = delta_source.DeltaPlan.pinned(pinned.state)
-        elif not bookmark or not self.bookmark.reads_bookmark:
-            plan = delta_source.plan_delta(table, start=None, advance=False)
-        elif self._run.range_seqs:
-            first, last = self._run.range_seqs
-            plan = delta_source.plan_delta(
-                table, start=self._delta_bookmark(context, table, first),
-                end=self._delta_bookmark(context, table, last), advance=False)
         else:
-            plan = delta_source.plan_delta(table, start=self._delta_bookmark(context, table),
-                                           advance=self.bookmark.advances)
+            plan = self._plan(
+                tracked=bookmark,
+                bookmark_at=lambda seq: self._delta_bookmark(context, seq),
+                plan=lambda start, end, advance: delta_source.plan_delta(
+                    table, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, delta_source.SOURCE_KIND, plan.counts(),
                                           plan.state() if plan.advance else None)
         self.log.info("%s: versions %s..%d of %s", context,
                       "0" if plan.after is None else plan.after + 1, plan.to, table)
         return delta_source.read_delta(self._engine, plan, change_feed=change_feed)
 
-    def _delta_bookmark(self, context: str, table: str, up_to_seq: int | None = None
-                        ) -> Mapping[str, Any] | None:
-        history = self._store.histories(self.job_name, context, up_to_seq=up_to_seq).get(context)
-        if history is None or history.current.event == "reset":
-            return None
-        if history.current.source_kind != delta_source.SOURCE_KIND:
-            raise SourceError(self.job_name, context,
-                              f"this context holds a {history.current.source_kind} bookmark, "
-                              "not a delta one. Give each source its own transformation_ctx.")
-        return history.current.state
-
-    def _plan_files(self, context: str, source: files.FileSource,
-                    listed: list[files.ListedFile], *, tracked: bool) -> FilePlan:
+    def _plan(self, *, tracked: bool, bookmark_at: Callable[[int | None], Any],
+              plan: Callable[[Any, Any, bool], Any]) -> Any:
+        """Plan one source for this run's mode: ``plan(start, end, advance)``, with the
+        bookmarks ``bookmark_at(run_seq)`` gives (None: the current one)."""
         if not tracked or not self.bookmark.reads_bookmark:
-            return files.plan_files(listed, source, start=None, advance=False)
+            return plan(None, None, False)
         if self._run.range_seqs:
             first, last = self._run.range_seqs
-            return files.plan_files(listed, source, start=self._file_bookmark(context, first),
-                                    end=self._file_bookmark(context, last), advance=False)
-        return files.plan_files(listed, source, start=self._file_bookmark(context),
-                                advance=self.bookmark.advances)
+            return plan(bookmark_at(first), bookmark_at(last), False)
+        return plan(bookmark_at(None), None, self.bookmark.advances)
 
-    def _file_bookmark(self, context: str, up_to_seq: int | None = None
-                       ) -> files.FileBookmark | None:
+    def _history(self, context: str, kind: str, up_to_seq: int | None) -> ContextHistory | None:
+        """The context's resolved bookmarks, or None when it has none (or was reset).
+
+        Raises:
+            SourceError: the context holds another kind of source's bookmark.
+        """
         history = self._store.histories(self.job_name, context, up_to_seq=up_to_seq).get(context)
         if history is None or history.current.event == "reset":
             return None
-        if history.current.source_kind != files.SOURCE_KIND:
+        if history.current.source_kind != kind:
             raise SourceError(self.job_name, context,
                               f"this context holds a {history.current.source_kind} bookmark, "
-                              "not a files one. Give the file source its own "
+                              f"not a {kind} one. Give each source its own "
                               "transformation_ctx.")
+        return history
+
+    def _delta_bookmark(self, context: str, up_to_seq: int | None) -> Mapping[str, Any] | None:
+        history = self._history(context, delta_source.SOURCE_KIND, up_to_seq)
+        return history.current.state if history else None
+
+    def _file_bookmark(self, context: str, up_to_seq: int | None
+                       ) -> files.FileBookmark | None:
+        history = self._history(context, files.SOURCE_KIND, up_to_seq)
+        if history is None:
+            return None
         state = files.FileState.from_dict(history.current.state)
         valid = frozenset(history.valid_runs)
         read = self._store.processed_files(self.job_name, context, run_seqs=valid,
