@@ -291,7 +291,8 @@ class JobContext:
                   aggregate: Literal["max", "min"] = "max") -> Any:
         """Record the max (or min) of ``column`` over ``df`` for this run and return it.
 
-        It counts once the run succeeds; the next run gets it from ``last_watermark``.
+        It counts once the run succeeds in enable mode (pause and disable runs leave the
+        state as it was); the next run gets it from ``last_watermark``.
         A DataFrame without rows gives None and keeps the previous watermark.
 
         Raises:

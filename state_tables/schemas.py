@@ -103,7 +103,8 @@ WATERMARKS = StateTable(
         ("job", pa.string(), False, "job name"),
         ("context", pa.string(), False, "transformation_ctx the watermark belongs to"),
         ("run_id", pa.string(), False, "the run that computed it"),
-        ("run_seq", pa.int64(), False, "that run's per-job number; counts once it succeeded"),
+        ("run_seq", pa.int64(), False, "that run's number; counts once it succeeded in "
+         "enable mode"),
         ("column", pa.string(), False, "the column aggregated"),
         ("aggregate", pa.string(), False, "max | min"),
         ("value", pa.string(), True, "the value as JSON (ISO text for dates and times)"),

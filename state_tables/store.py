@@ -159,16 +159,18 @@ class StateStore:
     def watermarks(self, job: str | None = None, *, up_to_seq: int | None = None
                    ) -> list[Watermark]:
         """The newest counting watermark of each job and context (a run's watermarks count
-        once it succeeded); with ``up_to_seq``, as they stood after that run."""
+        once it succeeded in enable mode, as bookmarks do); with ``up_to_seq``, as they
+        stood after that run."""
         filters = [("job", "=", job)] if job else []
         if up_to_seq is not None:
             filters.append(("run_seq", "<=", up_to_seq))
         rows = self._read_where(WATERMARKS, filters)
-        succeeded = {(r.job, r.run_seq) for r in self.runs(job) if r.status == "succeeded"}
+        committed = {name: set(self._committed_seqs(name).to_pylist())
+                     for name in pc.unique(rows["job"]).to_pylist()}
         found = sorted((_watermark(r) for r in _upgraded(WATERMARKS, rows)),
                        key=lambda w: (w.job, w.context, -w.run_seq))
         newest = _first_per(({"w": w, "job": w.job, "context": w.context} for w in found
-                             if (w.job, w.run_seq) in succeeded), ("job", "context"))
+                             if w.run_seq in committed[w.job]), ("job", "context"))
         return [entry["w"] for entry in newest]
 
     def _committed_seqs(self, job: str) -> pa.Array:
@@ -209,8 +211,7 @@ class StateStore:
         plan counts once the run succeeded in enable mode; rewinds and resets always)."""
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
         rows = self._read_where(BOOKMARKS, filters)
-        committed = {r.run_seq for r in self.runs(job)
-                     if r.status == "succeeded" and r.mode == "enable"}
+        committed = set(self._committed_seqs(job).to_pylist())
         ordered = sorted((_bookmark(r) for r in _upgraded(BOOKMARKS, rows)),
                          key=lambda b: (b.run_seq, b.event != "commit", b.committed_at,
                                         b.context))
