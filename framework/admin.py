@@ -16,8 +16,8 @@ from typing import Any
 from framework.config import Settings
 from framework.delta import log
 from framework.errors import RewindError, RunNotFoundError, RunStateError, StateHistoryError
-from framework.job import app_id
 from framework.lease import job_lease
+from framework.runner import landed_targets
 from state_tables.model import Bookmark, Run
 from state_tables.store import StateStore
 
@@ -55,15 +55,13 @@ def abort_run(settings: Settings, run_id: str) -> Run:
         ConcurrentRunError: its process (or another run of the job) holds the lease.
     """
     store = StateStore(settings.state_root)
-    run = next((r for r in store.runs() if r.run_id == run_id), None)
+    run = store.find_run(run_id)
     if run is None:
         raise RunNotFoundError(run_id)
     if run.status not in ("running", "committing"):
         raise RunStateError(run.job, f"run {run_id} has already ended ({run.status}).")
     with job_lease(settings.state_root, run.job, f"abort {run_id}"):
-        landed = [t for t, out in run.outputs.items() if (out.get("pending") or out.get(
-            "written")) and (log.transaction_version(t, app_id(run.job)) or 0) >= run.run_seq]
-        if landed:
+        if landed := landed_targets(run):
             raise RunStateError(
                 run.job, f"run {run_id} already committed to {', '.join(landed)}; the next "
                 "run completes it (replay). To undo it instead, rewind to an earlier run "

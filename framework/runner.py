@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
 
-__all__ = ["CRASH_ENV", "Recovery", "RunReport", "run_job"]
+__all__ = ["CRASH_ENV", "Recovery", "RunReport", "landed_targets", "run_job"]
 
 #: Fault injection for the crash tests: ``<step>`` or ``<step>:<n>`` (the n-th time) makes
 #: the process SIGKILL itself there. Steps: started, plan_recorded (between a plan's rows
@@ -194,8 +194,8 @@ def _recover(spec: JobSpec, store: StateStore, spark: SparkSession,
     last = store.last_run(spec.name)
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
-    attempted = [t for t, out in last.outputs.items() if out.get("pending") or out.get("written")]
-    landed = [t for t in attempted if _has_run(t, spec.name, last.run_seq)]
+    attempted = _attempted(last)
+    landed = landed_targets(last)
     now = datetime.now(UTC)
     if not landed:
         if last.status == "failed":
@@ -224,10 +224,14 @@ def _recover(spec: JobSpec, store: StateStore, spark: SparkSession,
     return Recovery(last.run_id, last.run_seq, "replayed")
 
 
-def _has_run(target: str, job: str, run_seq: int) -> bool:
-    if not log.is_table(target):
-        return False
-    return (log.transaction_version(target, app_id(job)) or 0) >= run_seq
+def _attempted(run: Run) -> list[str]:
+    return [t for t, out in run.outputs.items() if out.get("pending") or out.get("written")]
+
+
+def landed_targets(run: Run) -> list[str]:
+    """The targets that hold ``run``'s commit (their app transaction reached its run_seq)."""
+    return [t for t in _attempted(run) if log.is_table(t)
+            and (log.transaction_version(t, app_id(run.job)) or 0) >= run.run_seq]
 
 
 def crash_point(step: str) -> None:
