@@ -117,7 +117,7 @@ class StateStore:
         A context that was reset has no bookmark.
         """
         return [h.current for h in self.histories(job, context, up_to_seq=up_to_seq).values()
-                if h.current is not None and h.current.event != "reset"]
+                if h.current.event != "reset"]
 
     def histories(self, job: str, context: str | None = None, *,
                   up_to_seq: int | None = None,
@@ -130,8 +130,8 @@ class StateStore:
         are resolved in Arrow; only each context's current row becomes a ``Bookmark``.
         """
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
-        rows = log.read_rows(self.path(BOOKMARKS), version=version, filters=filters)
-        if rows is None or not len(rows):
+        rows = self._read_where(BOOKMARKS, filters, version=version)
+        if not len(rows):
             return {}
         if pc.max(rows["schema_version"]).as_py() > BOOKMARKS.version:
             upgrade(BOOKMARKS, rows.slice(0, 1).to_pylist()[0])  # raises StateSchemaError
@@ -141,8 +141,8 @@ class StateStore:
         if up_to_seq is not None:
             keep = pc.and_(keep, pc.or_(pc.less(rows["run_seq"], up_to_seq), pc.and_(
                 pc.equal(rows["run_seq"], up_to_seq), is_commit)))
-        rows = rows.filter(keep).append_column(
-            "_is_event", pc.invert(pc.equal(rows.filter(keep)["event"], "commit")))
+        rows = rows.filter(keep)
+        rows = rows.append_column("_is_event", pc.not_equal(rows["event"], "commit"))
         histories = {}
         for name in sorted(pc.unique(rows["context"]).to_pylist()):
             mine = rows.filter(pc.equal(rows["context"], name)).sort_by(
@@ -167,11 +167,12 @@ class StateStore:
         rows = self._read_where(WATERMARKS, filters)
         committed = {name: set(self._committed_seqs(name).to_pylist())
                      for name in pc.unique(rows["job"]).to_pylist()}
-        found = sorted((_watermark(r) for r in _upgraded(WATERMARKS, rows)),
-                       key=lambda w: (w.job, w.context, -w.run_seq))
-        newest = _first_per(({"w": w, "job": w.job, "context": w.context} for w in found
-                             if w.run_seq in committed[w.job]), ("job", "context"))
-        return [entry["w"] for entry in newest]
+        newest: dict[tuple[str, str], Watermark] = {}
+        for mark in sorted((_watermark(r) for r in _upgraded(WATERMARKS, rows)),
+                           key=lambda w: (w.job, w.context, -w.run_seq)):
+            if mark.run_seq in committed[mark.job]:
+                newest.setdefault((mark.job, mark.context), mark)
+        return list(newest.values())
 
     def _committed_seqs(self, job: str) -> pa.Array:
         """run_seq of the job's runs that succeeded in enable mode (a final status)."""
@@ -247,8 +248,10 @@ class StateStore:
             table, [(column, "=", value) for column, value in equal.items() if value is not None])
 
     def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]],
-                    columns: Sequence[str] | None = None) -> pa.Table:
-        rows = log.read_rows(self.path(table), filters=filters or None, columns=columns)
+                    columns: Sequence[str] | None = None,
+                    version: int | None = None) -> pa.Table:
+        rows = log.read_rows(self.path(table), filters=filters or None, columns=columns,
+                             version=version)
         wanted = table.schema if columns is None else pa.schema(
             [table.schema.field(c) for c in columns])
         if rows is None:

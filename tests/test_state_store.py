@@ -7,7 +7,7 @@ import pytest
 from framework.delta import log
 from framework.errors import ReadOnlySqlError, StateSchemaError
 from state_tables.model import Bookmark, ProcessedFile, Run
-from state_tables.schemas import RUNS, TABLES
+from state_tables.schemas import BOOKMARKS, RUNS, TABLES
 from state_tables.sql import run_sql
 from state_tables.store import MAINTENANCE_EVERY, StateStore
 
@@ -162,3 +162,15 @@ def test_valid_runs_follow_rewinds_and_resets(tmp_path):
     event("reset", 6)
     assert store.bookmarks("a") == [] and store.histories("a")["src"].valid_runs == set()
     assert store.bookmarks("a", up_to_seq=3)[0].state == {"n": 3}
+
+
+def test_bookmarks_written_by_schema_version_1_are_upgraded(tmp_path):
+    store = StateStore(tmp_path)
+    store.record_run(run("a", 1))
+    v1 = pa.schema([f for f in BOOKMARKS.schema if f.name != "restored_from_seq"])
+    row = {"schema_version": 1, "job": "a", "context": "src", "run_id": "a-1", "run_seq": 1,
+           "source_kind": "files", "state": '{"n": 1}', "event": "commit", "committed_at": T0}
+    log.append_rows(store.path(BOOKMARKS), pa.Table.from_pylist([row], schema=v1))
+    [bookmark] = store.bookmarks("a")
+    assert (bookmark.state, bookmark.restored_from_seq) == ({"n": 1}, None)
+    assert store.histories("a")["src"].valid_runs == {1}
