@@ -17,7 +17,8 @@ import yaml
 
 from framework.errors import ConfigError
 
-__all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml"]
+__all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml",
+           "text_value"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
 
@@ -121,7 +122,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
         spark = SparkSettings(
             master=str(spark_raw.get("master", spark.master)),
             app_name=str(spark_raw.get("app_name", spark.app_name)),
-            conf={str(k): _conf_value(v) for k, v in conf.items()},
+            conf={str(k): text_value(v) for k, v in conf.items()},
         )
 
     if problems:
@@ -129,6 +130,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     return Settings(conf_dir=conf_dir, state_root=Path(state_root), delta=delta, spark=spark)
 
 
-def _conf_value(value: Any) -> str:
-    # YAML turns `true` into a bool; Spark wants the lower-case string.
+def text_value(value: Any) -> str:
+    """A YAML or Python scalar as the text Spark and job params expect (``true``, not
+    ``True``)."""
     return str(value).lower() if isinstance(value, bool) else str(value)

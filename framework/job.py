@@ -8,8 +8,9 @@
                                 transformation_ctx="orders_src")
             ctx.write_delta(df, ctx.params["target"], mode="append")
 
-Sources plan what to read against the bookmark when they are called; nothing is recorded
-until ``run`` returns. Then the runner commits the new bookmarks (``framework.runner``).
+Sources pin what they read against the bookmark when they are called. The runner records
+that plan before each target write and makes it count once the run succeeds (the commit
+protocol in ``framework.runner``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from framework.config import text_value
 from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
 from framework.errors import JobError, MissingContextError, SourceError
 from framework.modes import BookmarkOptions
@@ -115,7 +117,8 @@ class JobContext:
         self._hooks = hooks
         self._reads: dict[str, SourceRead] = {}
         self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
-        self._watermarks: dict[str, Watermark] = {}
+        self._watermarks: dict[str, Watermark] = {}  # by transformation_ctx
+        self._recorded_watermarks: set[str] = set()
         self._outputs: dict[str, dict[str, Any]] = {}
 
     # --- sources ----------------------------------------------------------------------
@@ -164,14 +167,14 @@ class JobContext:
         context = self._context(transformation_ctx, bookmark, f"read_files({path_list!r})")
         source = files.FileSource(
             paths=path_list, format=format,
-            options={str(k): _option(v) for k, v in (options or {}).items()},
+            options={str(k): text_value(v) for k, v in (options or {}).items()},
             schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
             max_band_ms=int(max_band.total_seconds() * 1000), lineage_column=lineage_column)
         if problems := source.problems():
             raise SourceError(self.job_name, context, "; ".join(problems))
-        if self._run.pinned is not None and context in self._run.pinned:
-            plan = _pinned_plan(self._run.pinned[context])
+        if (pinned := (self._run.pinned or {}).get(context)) is not None:
+            plan = _pinned_plan(pinned)
         else:
             try:
                 listed = files.list_files(source)
@@ -211,8 +214,7 @@ class JobContext:
                 Data Feed, or the needed history is gone (reset the context to reload).
         """
         context = self._context(transformation_ctx, bookmark, f"read_delta({table!r})")
-        pinned = (self._run.pinned or {}).get(context)
-        if pinned is not None and pinned.state is not None:
+        if (pinned := (self._run.pinned or {}).get(context)) is not None and pinned.state:
             plan = delta_source.DeltaPlan.pinned(pinned.state)
         else:
             plan = self._plan(
@@ -304,8 +306,7 @@ class JobContext:
         if column not in df.columns:
             raise JobError(self.job_name, f"watermark {transformation_ctx}: no column "
                            f"{column!r} (columns: {', '.join(df.columns)})")
-        key = f"watermark:{transformation_ctx}"
-        if key in self._watermarks:
+        if transformation_ctx in self._watermarks:
             raise JobError(self.job_name, f"watermark {transformation_ctx} is set twice in "
                            "one run; give each its own transformation_ctx.")
         from pyspark.sql import functions as F
@@ -314,7 +315,7 @@ class JobContext:
         row = df.agg(agg(column).alias("value"), F.count(F.lit(1)).alias("rows")).first()
         if row["rows"] == 0:
             return None
-        self._watermarks[key] = Watermark(
+        self._watermarks[transformation_ctx] = Watermark(
             job=self.job_name, context=transformation_ctx, run_id=self.run_id,
             run_seq=self.run_seq, column=column, aggregate=aggregate, value=row["value"],
             value_type=df.schema[column].dataType.simpleString(), rows=row["rows"])
@@ -392,9 +393,9 @@ class JobContext:
         """The bookmark rows, processed files and watermarks not yet written to the state
         tables, which are now taken as written (the runner writes them)."""
         reads = [r for r in self._reads.values() if r.context not in self._persisted]
-        marks = [w for k, w in self._watermarks.items() if k not in self._persisted]
-        self._persisted.update([*(r.context for r in reads), *(
-            k for k in self._watermarks if k not in self._persisted)])
+        marks = [w for c, w in self._watermarks.items() if c not in self._recorded_watermarks]
+        self._persisted.update(r.context for r in reads)
+        self._recorded_watermarks.update(w.context for w in marks)
         bookmarks = [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
                               run_seq=self.run_seq, source_kind=r.kind, state=r.state)
                      for r in reads if r.state is not None]
@@ -408,7 +409,3 @@ class JobContext:
 def _pinned_plan(pinned: PinnedRead) -> FilePlan:
     return FilePlan(files=pinned.files, listed=len(pinned.files),
                     state=files.FileState.from_dict(pinned.state) if pinned.state else None)
-
-
-def _option(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from framework.config import Settings, read_yaml
+from framework.config import Settings, read_yaml, text_value
 from framework.errors import ConfigError, JobNotFoundError
 from framework.modes import BookmarkMode
 
@@ -83,12 +83,8 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if problems:
         raise ConfigError(str(path), problems)
     return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
-                   params={str(k): _param(v) for k, v in params.items()},
+                   params={str(k): text_value(v) for k, v in params.items()},
                    description=str(raw.get("description", "")))
-
-
-def _param(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:
