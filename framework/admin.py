@@ -109,8 +109,8 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
         now = datetime.now(UTC)
         rows = [dataclasses.replace(h.current, event="rewind", run_seq=seq, committed_at=now,
                                     restored_from_seq=run.run_seq)
-                for h in then.values() if h.current and h.current.event != "reset"]
-        known = {c for c in store.histories(job, context)}
+                for h in then.values() if h.current.event != "reset"]
+        known = set(store.histories(job, context))
         rows += [_reset_row(job, c, seq, now) for c in sorted(known - {r.context for r in rows})]
         if rows:
             store.record_bookmarks(rows, {"job": job, "event": "rewind", "run_seq": seq})
@@ -122,12 +122,13 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
     """Make the next run start from nothing (one context, or all of the job's)."""
     store = StateStore(settings.state_root)
     with job_lease(settings.state_root, job, "reset"):
-        seq = max((r.run_seq for r in store.runs(job)), default=0)
+        runs = store.runs(job)
+        seq = max((r.run_seq for r in runs), default=0)
         now = datetime.now(UTC)
         rows = [_reset_row(job, c, seq, now) for c in sorted(store.histories(job, context))]
         if rows:
             store.record_bookmarks(rows, {"job": job, "event": "reset", "run_seq": seq})
-        _supersede_unfinished(store, store.runs(job))
+        _supersede_unfinished(store, runs)
     return Rewind(job=job, to_run=None, bookmarks=tuple(rows))
 
 
