@@ -47,7 +47,7 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def describe_counts(counts: dict) -> str:
+def _describe_counts(counts: dict) -> str:
     """One source's counts in words (files or table versions)."""
     if "to_version" in counts:
         return f"versions {counts['from_version']}..{counts['to_version']}"
@@ -69,7 +69,7 @@ def _text(report: RunReport) -> str:
         lines.insert(0, f"{report.job}: first recovered the interrupted run {r.run_seq} "
                         f"({r.run_id}): {r.action.replace('_', ' ')}")
     for context, counts in report.inputs.items():
-        lines.append(f"  read  {context}: {describe_counts(counts)}")
+        lines.append(f"  read  {context}: {_describe_counts(counts)}")
         if report.dry_run:
             paths = report.planned_files.get(context, [])
             lines += [f"        {p}" for p in paths[:SHOWN_FILES]]
