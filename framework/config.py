@@ -43,6 +43,9 @@ class Settings:
     state_root: Path = Path("data/state")
     delta: DeltaMode = "auto"
     spark: SparkSettings = field(default_factory=SparkSettings)
+    #: database connections by name: url, user, password, driver, properties. Values may
+    #: name environment variables as ``${VAR}``; they are resolved when a job connects.
+    connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
 
 def load_settings(
@@ -92,7 +95,7 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
 
 def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
-    known = {"state_root", "delta", "spark"}
+    known = {"state_root", "delta", "spark", "connections"}
     problems += [f"unknown key '{key}' (known: {', '.join(sorted(known))})"
                  for key in raw if key not in known]
 
@@ -125,9 +128,33 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
             conf={str(k): text_value(v) for k, v in conf.items()},
         )
 
+    connections = raw.get("connections") or {}
+    if not isinstance(connections, Mapping):
+        problems.append("connections: must be a mapping of name -> {url, user, password, ...}")
+        connections = {}
+    for name, connection in connections.items():
+        problems += _connection_problems(str(name), connection)
+
     if problems:
         raise ConfigError(source, problems)
-    return Settings(conf_dir=conf_dir, state_root=Path(state_root), delta=delta, spark=spark)
+    return Settings(conf_dir=conf_dir, state_root=Path(state_root), delta=delta, spark=spark,
+                    connections={str(k): dict(v) for k, v in connections.items()})
+
+
+CONNECTION_KEYS = ("url", "user", "password", "driver", "properties")
+
+
+def _connection_problems(name: str, connection: Any) -> list[str]:
+    if not isinstance(connection, Mapping):
+        return [f"connections.{name}: must be a mapping with {', '.join(CONNECTION_KEYS)}"]
+    problems = [f"unknown key 'connections.{name}.{key}' (known: {', '.join(CONNECTION_KEYS)})"
+                for key in connection if key not in CONNECTION_KEYS]
+    url = connection.get("url")
+    if not isinstance(url, str) or not url.startswith("jdbc:"):
+        problems.append(f"connections.{name}.url: must be a JDBC URL (jdbc:...)")
+    if not isinstance(connection.get("properties") or {}, Mapping):
+        problems.append(f"connections.{name}.properties: must be a mapping of name -> value")
+    return problems
 
 
 def text_value(value: Any) -> str:

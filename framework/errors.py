@@ -13,6 +13,7 @@ __all__ = [
     "ChangesUnavailableError",
     "ConcurrentRunError",
     "ConfigError",
+    "DatabaseError",
     "DeltaEngineUnavailableError",
     "DeltaTableError",
     "DeltamarkError",
@@ -121,6 +122,14 @@ class SourceError(JobError):
     def __init__(self, job: str, context: str, message: str):
         self.context = context
         super().__init__(job, f"source {context}: {message}")
+
+
+class DatabaseError(DeltamarkError):
+    """A database refused a connection or query, or does not have what a read needs."""
+
+    def __init__(self, source: str, message: str):
+        self.source = source
+        super().__init__(f"{source}: {message}")
 
 
 class JobFailedError(JobError):

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from framework.config import text_value
 from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
-from framework.errors import JobError, MissingContextError, SourceError
+from framework.errors import DatabaseError, JobError, MissingContextError, SourceError
 from framework.modes import BookmarkOptions
 from framework.sources import delta as delta_source
-from framework.sources import files
+from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from state_tables.model import Bookmark, ProcessedFile, Watermark
 from state_tables.store import ContextHistory, StateStore
@@ -37,8 +37,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["IncrementalJob", "JobContext", "PinnedRead", "RunIdentity", "TargetWriteHooks",
-           "app_id"]
+__all__ = ["Connections", "IncrementalJob", "JobContext", "PinnedRead", "RunIdentity",
+           "TargetWriteHooks", "app_id"]
+
+#: Resolves a connection name from conf (or a jdbc: URL) to a ``jdbc.Connection``.
+Connections = Callable[[str], jdbc.Connection]
 
 
 def app_id(job: str) -> str:
@@ -63,6 +66,8 @@ class SourceRead:
     counts: Mapping[str, int]
     state: Mapping[str, Any] | None
     files_read: tuple[files.ListedFile, ...] = ()
+    #: rows read in earlier runs are read again (a lookback): appending them duplicates
+    rereads: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,8 @@ class JobContext:
 
     def __init__(self, *, spark: SparkSession, run: RunIdentity, params: Mapping[str, str],
                  bookmark: BookmarkOptions, store: StateStore, engine: DeltaEngine,
-                 hooks: TargetWriteHooks | None = None, dry_run: bool = False):
+                 connections: Connections, hooks: TargetWriteHooks | None = None,
+                 dry_run: bool = False):
         self.spark = spark
         self.params = dict(params)
         self.job_name, self.run_id, self.run_seq = run.job, run.run_id, run.run_seq
@@ -114,6 +120,7 @@ class JobContext:
         self._run = run
         self._store = store
         self._engine = engine
+        self._connections = connections
         self._hooks = hooks
         self._reads: dict[str, SourceRead] = {}
         self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
@@ -214,19 +221,87 @@ class JobContext:
                 Data Feed, or the needed history is gone (reset the context to reload).
         """
         context = self._context(transformation_ctx, bookmark, f"read_delta({table!r})")
-        if (pinned := (self._run.pinned or {}).get(context)) is not None and pinned.state:
-            plan = delta_source.DeltaPlan.pinned(pinned.state)
-        else:
-            plan = self._plan(
-                tracked=bookmark,
-                bookmark_at=lambda seq: self._delta_bookmark(context, seq),
-                plan=lambda start, end, advance: delta_source.plan_delta(
-                    table, start=start, end=end, advance=advance))
+        plan = self._state_plan(
+            context, delta_source.SOURCE_KIND, tracked=bookmark,
+            pinned=delta_source.DeltaPlan.pinned,
+            plan=lambda start, end, advance: delta_source.plan_delta(
+                table, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, delta_source.SOURCE_KIND, plan.counts(),
                                           plan.state() if plan.advance else None)
         self.log.info("%s: versions %s..%d of %s", context,
                       "0" if plan.after is None else plan.after + 1, plan.to, table)
         return delta_source.read_delta(self._engine, plan, change_feed=change_feed)
+
+    def read_jdbc(
+        self,
+        table: str | None = None,
+        *,
+        connection: str,
+        query: str | None = None,
+        transformation_ctx: str | None = None,
+        bookmark: bool = True,
+        keys: str | Sequence[str] = (),
+        sort_order: jdbc.SortOrder = "asc",
+        primary_key: str | Sequence[str] = (),
+        lookback: int | float | timedelta | None = None,
+        partition_column: str | None = None,
+        num_partitions: int | None = None,
+        lower_bound: Any = None,
+        upper_bound: Any = None,
+        fetch_size: int = 10_000,
+        options: Mapping[str, Any] | None = None,
+    ) -> DataFrame:
+        """Read the rows of a database table (or query) this context has not read yet.
+
+        The first run reads every row. Later runs read the rows past the bookmark, up to
+        the last row when the read is planned; rows inserted meanwhile wait for the next
+        run, rows sharing the boundary key values are neither lost nor read twice.
+
+        Args:
+            table: the table (``schema.table`` allowed); or give ``query``, a SELECT.
+            connection: a connection named in conf (``connections:``; credentials from
+                ``${VAR}`` or conf/local.yaml), or a ``jdbc:`` URL.
+            keys: the bookmark columns (Glue's jobBookmarkKeys); several form a compound
+                key. Default: the table's primary key.
+            sort_order: ``asc`` (new rows have higher keys) or ``desc``.
+            primary_key: the columns that identify a row, when the table declares none
+                (or for a query).
+            lookback: also re-read rows whose first key is this far (a number, or a
+                timedelta for date/time keys) before the bookmark: an ``updated_at`` key
+                then sees updates. Write the result with ``mode="merge"``.
+            partition_column, num_partitions, lower_bound, upper_bound: read in parallel
+                (Spark's JDBC options). ``num_partitions`` alone partitions on the first
+                key; the bounds default to the planned rows' min and max.
+            fetch_size: rows per round trip. options: Spark JDBC reader options.
+
+        Raises:
+            MissingContextError, SourceError (names the database, never the password)
+        """
+        key_list = (keys,) if isinstance(keys, str) else tuple(keys)
+        id_list = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
+        context = self._context(transformation_ctx, bookmark,
+                                f"read_jdbc({table or 'query'!r}, connection={connection!r})")
+        source = jdbc.JdbcSource(
+            connection=self._connections(connection), table=table, query=query, keys=key_list,
+            order=sort_order, primary_key=id_list, lookback=lookback,
+            partition_column=partition_column, num_partitions=num_partitions,
+            lower_bound=lower_bound, upper_bound=upper_bound, fetch_size=fetch_size,
+            options={str(k): text_value(v) for k, v in (options or {}).items()})
+        if problems := source.problems():
+            raise SourceError(self.job_name, context, "; ".join(problems))
+        try:
+            plan = self._state_plan(
+                context, jdbc.SOURCE_KIND, tracked=bookmark, pinned=jdbc.JdbcPlan.pinned,
+                plan=lambda start, end, advance: jdbc.plan_jdbc(
+                    self.spark, source, start=start, end=end, advance=advance))
+            df = jdbc.read_jdbc(self.spark, source, plan)
+        except DatabaseError as exc:
+            raise SourceError(self.job_name, context, str(exc)) from exc
+        self._reads[context] = SourceRead(
+            context, jdbc.SOURCE_KIND, plan.counts(), plan.state() if plan.advance else None,
+            rereads=plan.lookback)
+        self.log.info("%s: %d rows of %s", context, plan.rows, plan.source)
+        return df
 
     def _plan(self, *, tracked: bool, bookmark_at: Callable[[int | None], Any],
               plan: Callable[[Any, Any, bool], Any]) -> Any:
@@ -255,9 +330,18 @@ class JobContext:
                               "transformation_ctx.")
         return history
 
-    def _delta_bookmark(self, context: str, up_to_seq: int | None) -> Mapping[str, Any] | None:
-        history = self._history(context, delta_source.SOURCE_KIND, up_to_seq)
-        return history.current.state if history else None
+    def _state_plan(self, context: str, kind: str, *, tracked: bool,
+                    pinned: Callable[[Mapping[str, Any]], Any],
+                    plan: Callable[[Any, Any, bool], Any]) -> Any:
+        """Plan a source whose bookmark is its state: a replay takes its pinned state."""
+        if (read := (self._run.pinned or {}).get(context)) is not None and read.state:
+            return pinned(read.state)
+
+        def bookmark_at(up_to_seq: int | None) -> Mapping[str, Any] | None:
+            history = self._history(context, kind, up_to_seq)
+            return history.current.state if history else None
+
+        return self._plan(tracked=tracked, bookmark_at=bookmark_at, plan=plan)
 
     def _file_bookmark(self, context: str, up_to_seq: int | None
                        ) -> files.FileBookmark | None:
@@ -338,8 +422,12 @@ class JobContext:
         partition_by: Sequence[str] = (),
         replace_where: Sequence[Filter] = (),
         merge_schema: bool = False,
+        merge_on: str | Sequence[str] = (),
     ) -> WriteResult:
         """Write ``df`` to the Delta table ``target`` in one commit tagged with this run.
+
+        ``mode`` is ``append``, ``overwrite`` or ``merge`` (upsert on the ``merge_on``
+        columns; what a read with ``lookback`` needs, since it reads some rows again).
 
         The commit carries the app transaction (``deltamark:<job>``, run_seq) and, in its
         metadata, the run id and the bookmarks this run will commit; a replay of the same
@@ -347,13 +435,19 @@ class JobContext:
         (an empty read with no schema) writes nothing. In a dry run nothing is written.
 
         Raises:
-            JobError: the target was already written in this run.
+            JobError: the target was already written in this run, or rows read again by a
+                lookback would be appended.
             SchemaMismatchError, WriteConflictError
         """
         key = os.path.abspath(target) if "://" not in target else target
         if key in self._outputs:
             raise JobError(self.job_name, f"target {target} is written twice in one run; "
                            "union the DataFrames and write once.")
+        if mode == "append" and (rereading := [r.context for r in self._reads.values()
+                                               if r.rereads]):
+            raise JobError(self.job_name, f"{', '.join(rereading)} read rows again (lookback); "
+                           f"appending them to {target} would duplicate them. Write with "
+                           "mode='merge', merge_on=<primary key>.")
         if self.dry_run or not df.columns:
             self._outputs[key] = {"target": target, "written": False}
             current = self._engine.version(target)
@@ -363,7 +457,9 @@ class JobContext:
             self._hooks.before_target_write(self)
         result = self._engine.write(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
-            merge_schema=merge_schema, txn=AppTransaction(app_id(self.job_name), self.run_seq),
+            merge_schema=merge_schema,
+            merge_on=(merge_on,) if isinstance(merge_on, str) else tuple(merge_on),
+            txn=AppTransaction(app_id(self.job_name), self.run_seq),
             metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
                                     "run_seq": self.run_seq, "bookmarks": self._states()}})
         self._outputs[key] = {"target": target, "written": True, "version": result.version,

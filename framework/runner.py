@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import time
@@ -33,14 +34,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from framework.config import Settings
+from framework.config import SETTINGS_FILE, Settings
 from framework.delta import log
 from framework.errors import BookmarkOptionError, JobFailedError
-from framework.job import JobContext, PinnedRead, RunIdentity, app_id
+from framework.job import Connections, JobContext, PinnedRead, RunIdentity, app_id
 from framework.job_config import JobSpec, load_job
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
 from framework.sources.files import ListedFile
+from framework.sources.jdbc import resolve_connection
 from state_tables.model import Run, RunStatus
 from state_tables.store import StateStore
 
@@ -119,14 +121,15 @@ def run_job(
     with lease:
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
-        recovered = None if dry_run else _recover(spec, store, session, engine)
+        connections = _connections(settings)
+        recovered = None if dry_run else _recover(spec, store, session, engine, connections)
         last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
                                run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs)
         attempt = last.attempt + 1 if last and last.status == "failed" else 1
         params = {**spec.params, **(args or {})}
         ctx, run = _execute(spec, identity, params, options, attempt, store, session, engine,
-                            dry_run=dry_run)
+                            connections, dry_run=dry_run)
     return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=attempt,
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
@@ -136,8 +139,8 @@ def run_job(
 
 def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
              options: BookmarkOptions, attempt: int, store: StateStore,
-             spark: SparkSession, engine: DeltaEngine, *, dry_run: bool = False,
-             recovery: str | None = None) -> tuple[JobContext, Run]:
+             spark: SparkSession, engine: DeltaEngine, connections: Connections, *,
+             dry_run: bool = False, recovery: str | None = None) -> tuple[JobContext, Run]:
     """Steps 2-4 of the protocol for one run (a new one, or the replay of one)."""
     arguments = {**params, **{k: v for k, v in (("bookmark_from", options.from_run),
                                                 ("bookmark_to", options.to_run)) if v}}
@@ -146,7 +149,7 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
               attempt=attempt, arguments=arguments, recovery=recovery)
     steps = None if dry_run else _Steps(store, run)
     ctx = JobContext(spark=spark, run=identity, params=params, bookmark=options, store=store,
-                     engine=engine, hooks=steps, dry_run=dry_run)
+                     engine=engine, connections=connections, hooks=steps, dry_run=dry_run)
     if steps is None:
         spec.job_class().run(ctx)
         return ctx, run
@@ -188,8 +191,8 @@ class _Steps:
         crash_point("target_committed")
 
 
-def _recover(spec: JobSpec, store: StateStore, spark: SparkSession,
-             engine: DeltaEngine) -> Recovery | None:
+def _recover(spec: JobSpec, store: StateStore, spark: SparkSession, engine: DeltaEngine,
+             connections: Connections) -> Recovery | None:
     """Settle the job's last run if it did not succeed (see the module docstring)."""
     last = store.last_run(spec.name)
     if last is None or last.status not in ("running", "committing", "failed"):
@@ -220,7 +223,7 @@ def _recover(spec: JobSpec, store: StateStore, spark: SparkSession,
               if k not in ("bookmark_from", "bookmark_to")}
     options = BookmarkOptions.parse(spec.name, last.mode)
     _execute(spec, identity, params, options, last.attempt + 1, store, spark, engine,
-             recovery="replayed")
+             connections, recovery="replayed")
     return Recovery(last.run_id, last.run_seq, "replayed")
 
 
@@ -248,6 +251,11 @@ def crash_point(step: str) -> None:
 
 
 _CRASH_COUNTS: dict[str, int] = {}
+
+
+def _connections(settings: Settings) -> Connections:
+    return functools.partial(resolve_connection, configured=settings.connections,
+                             conf_file=str(settings.conf_dir / SETTINGS_FILE))
 
 
 def _session(settings: Settings, spec: JobSpec, spark: SparkSession | None) -> SparkSession:

@@ -9,9 +9,13 @@ from framework.config import Settings, SparkSettings
 
 @pytest.fixture(scope="session")
 def spark():
+    from databases import available_jars
+
     from framework.spark import spark_session
 
-    settings = Settings(spark=SparkSettings(master="local[2]", app_name="deltamark-tests"))
+    jars = {"spark.jars": ",".join(available_jars())} if available_jars() else {}
+    settings = Settings(spark=SparkSettings(master="local[2]", app_name="deltamark-tests",
+                                            conf=jars))
     session = spark_session(settings)
     yield session
     session.stop()
@@ -34,3 +38,23 @@ def ws(tmp_path, spark):
     from workspace import Workspace
 
     return Workspace(tmp_path, spark)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL server for the test session; each test takes its own database."""
+    from databases import PostgresServer
+
+    server = PostgresServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request, tmp_path):
+    """An empty database of each kind: a SQLite file, a database on the test server."""
+    from databases import sqlite_database
+
+    if request.param == "sqlite":
+        return sqlite_database(tmp_path)
+    return request.getfixturevalue("pg_server").database()

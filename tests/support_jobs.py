@@ -116,3 +116,43 @@ class WatermarkedCopy(IncrementalJob):
         if ctx.params.get("fail") == "true":
             raise RuntimeError("after the watermark")
         ctx.write_delta(df, ctx.params["target"])
+
+
+def read_db(ctx: JobContext):
+    p = ctx.params
+    lookback = None
+    if "lookback_s" in p:
+        lookback = timedelta(seconds=float(p["lookback_s"]))
+    elif "lookback" in p:
+        lookback = int(p["lookback"])
+    return ctx.read_jdbc(
+        p.get("table"), connection=p["connection"], query=p.get("query"),
+        transformation_ctx=p.get("ctx", "db"), keys=[k for k in p.get("keys", "").split(",") if k],
+        sort_order=p.get("order", "asc"), lookback=lookback,
+        partition_column=p.get("partition_column"),
+        num_partitions=int(p["num_partitions"]) if "num_partitions" in p else None)
+
+
+class TableCopy(IncrementalJob):
+    """A database table -> Delta, appended, or merged on ``merge_on``. With
+    ``insert_during_run``, that SQL runs after the read is planned, before the write."""
+
+    def run(self, ctx):
+        p = ctx.params
+        df = read_db(ctx)
+        if "insert_during_run" in p:
+            from databases import execute
+
+            execute(p["db_kind"], p["db_dsn"], p["insert_during_run"])
+        merge_on = [k for k in p.get("merge_on", "").split(",") if k]
+        ctx.write_delta(df, p["target"], mode="merge" if merge_on else "append",
+                        merge_on=merge_on)
+
+
+class TableToTwoTargets(IncrementalJob):
+    """One database read written to two Delta tables (for crash-recovery tests)."""
+
+    def run(self, ctx):
+        df = read_db(ctx)
+        ctx.write_delta(df, ctx.params["target"])
+        ctx.write_delta(df, ctx.params["archive"])

@@ -261,3 +261,36 @@ def test_native_without_jars_is_a_one_line_error(spark):
 def test_embedded_writes_local_tables_only(spark):
     with pytest.raises(DeltaEngineUnavailableError, match="local tables only"):
         delta_engine(spark, "embedded").read("s3://bucket/table")
+
+
+def test_merge_upserts_on_its_keys_in_one_commit_and_replays_are_skipped(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    rows = [(1, "ann"), (2, "bob")]
+    assert engine.write(spark.createDataFrame(rows, "id INT, name STRING"), path, mode="merge",
+                        merge_on=["id"]).version == 0  # a new table: created
+    changes = spark.createDataFrame([(2, "bobby"), (3, "cy")], "id INT, name STRING")
+    txn = AppTransaction("job", 2)
+    assert engine.write(changes, path, mode="merge", merge_on=["id"], txn=txn,
+                        metadata={"run": 2}).version == 1
+    assert sorted_rows(engine.read(path)) == [(1, "ann"), (2, "bobby"), (3, "cy")]
+    assert engine.history(path, limit=1)[0].user_metadata == {"run": 2}
+    assert engine.write(changes, path, mode="merge", merge_on=["id"], txn=txn).skipped
+    empty = spark.createDataFrame([], "id INT, name STRING")
+    assert engine.write(empty, path, mode="merge", merge_on=["id"],
+                        txn=AppTransaction("job", 3)).version == 2
+    assert engine.transaction_version(path, "job") == 3
+    assert len(commits(path)) == 3
+
+
+def test_merge_refuses_missing_repeated_and_null_keys(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    engine.write(spark.createDataFrame([(1, "a")], "id INT, name STRING"), path)
+    cases = [([(1, "a"), (1, "b")], ["id"], "unique and not NULL.*id=1"),
+             ([(None, "a")], ["id"], "id=None"),
+             ([(1, "a")], ["nope"], r"merge_on column\(s\) \['nope'\] are not in the data"),
+             ([(1, "a")], [], "mode='merge' and merge_on go together")]
+    for rows, keys, message in cases:
+        df = spark.createDataFrame(rows, "id INT, name STRING")
+        with pytest.raises(DeltaTableError, match=message):
+            engine.write(df, path, mode="merge", merge_on=keys)
+    assert len(commits(path)) == 1

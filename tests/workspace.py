@@ -29,6 +29,20 @@ class Workspace:
         self.store = StateStore(root / "state")
         self.batches = 0
 
+    def connect(self, db, name: str = "db") -> str:
+        """Declare ``db`` as a connection in conf, its password read from the environment."""
+        connection = {"url": db.url}
+        if db.user:
+            os.environ["DELTAMARK_TEST_DB_PASSWORD"] = db.password
+            connection |= {"user": db.user, "password": "${DELTAMARK_TEST_DB_PASSWORD}"}
+        from databases import available_jars
+
+        (self.conf / "deltamark.yaml").write_text(yaml.safe_dump(
+            {"state_root": str(self.root / "state"), "connections": {name: connection},
+             "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
+        self.settings = load_settings(conf_dir=self.conf)
+        return name
+
     def declare(self, name="copy", cls="CopyFiles", bookmark="enable", **params):
         spec = {"class": f"{SUPPORT}:{cls}", "bookmark": bookmark,
                 "params": {"landing": str(self.landing), "target": self.target, **params}}

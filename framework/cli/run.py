@@ -48,9 +48,11 @@ def _key_value(text: str) -> tuple[str, str]:
 
 
 def _describe_counts(counts: dict) -> str:
-    """One source's counts in words (files or table versions)."""
+    """One source's counts in words (files, table versions or database rows)."""
     if "to_version" in counts:
         return f"versions {counts['from_version']}..{counts['to_version']}"
+    if "rows" in counts:
+        return f"{counts['rows']} rows"
     return (f"{counts['files']} of {counts['listed']} files ({counts['bytes']} bytes), "
             f"{counts['backlog']} left for later runs, {counts['rewritten_skipped']} "
             "rewritten files skipped")

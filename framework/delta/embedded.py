@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["EmbeddedEngine", "read_data_files"]
+__all__ = ["EmbeddedEngine", "read_data_files", "session_conf"]
 
 STAGING_DIR = "_deltamark_staging"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -99,7 +99,7 @@ class EmbeddedEngine(DeltaEngine):
             writer = df.write.mode("errorifexists").option("compression", "snappy")
             if partitions:
                 writer = writer.partitionBy(*partitions)
-            with _session_conf(self.spark, "spark.sql.parquet.outputTimestampType",
+            with session_conf(self.spark, "spark.sql.parquet.outputTimestampType",
                                "TIMESTAMP_MICROS"):
                 writer.parquet(staging)
             files = list(_place_files(staging, root, partitions, schema, placed))
@@ -121,6 +121,17 @@ class EmbeddedEngine(DeltaEngine):
             shutil.rmtree(staging, ignore_errors=True)
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.join(root, STAGING_DIR))
+
+
+    def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None) -> int:
+        # delta-rs merges on the driver: fine for increments, which merges are for.
+        root = _local_path(path)
+        current = log.snapshot(root)
+        df, _ = _conform(path, df, current, current.partition_columns,
+                         merge_schema=merge_schema)
+        return log.merge_rows(root, df.toArrow(), keys=keys, merge_schema=merge_schema,
+                              txn=txn, user_metadata=metadata)
 
 
 def read_data_files(spark: SparkSession, path: str, snap: Snapshot,
@@ -304,7 +315,8 @@ def _stat_value(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _session_conf(spark, key: str, value: str) -> Iterator[None]:
+def session_conf(spark, key: str, value: str) -> Iterator[None]:
+    """Set a Spark SQL conf for the block, then put back what was there."""
     previous = spark.conf.get(key, None)
     spark.conf.set(key, value)
     try:

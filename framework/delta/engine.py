@@ -14,6 +14,7 @@ from framework.delta.filters import Filter
 from framework.delta.log import AppTransaction, Commit, Snapshot
 from framework.errors import (
     ChangesUnavailableError,
+    DeltaTableError,
     UnsupportedTableFeatureError,
     VersionNotFoundError,
 )
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaEngine", "WriteMode", "WriteResult"]
 
-WriteMode = Literal["append", "overwrite"]
+WriteMode = Literal["append", "overwrite", "merge"]
 
 _GONE = ("the history after version {after} is no longer there ({detail}). Reset the "
          "reading context to reload the table in full, or run once with --bookmark disable.")
@@ -76,14 +77,17 @@ class DeltaEngine(ABC):
         partition_by: Sequence[str] = (),
         replace_where: Sequence[Filter] = (),
         merge_schema: bool = False,
+        merge_on: Sequence[str] = (),
         txn: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> WriteResult:
         """Write ``df`` in one Delta commit.
 
         Args:
-            mode: ``append`` or ``overwrite`` (the whole table, or with ``replace_where``
-                only the partitions matching those partition-column filters).
+            mode: ``append``, ``overwrite`` (the whole table, or with ``replace_where``
+                only the partitions matching those partition-column filters), or
+                ``merge``: upsert on the ``merge_on`` columns (rows with a matching key are
+                updated, the others inserted; each key must occur once in ``df``).
             partition_by: partition columns when the table is created; must match after.
             merge_schema: allow new columns (added as nullable).
             txn: the commit carries this app transaction; a write whose version is not
@@ -92,14 +96,25 @@ class DeltaEngine(ABC):
 
         Raises:
             SchemaMismatchError, WriteConflictError
+            DeltaTableError: a bad ``merge_on`` (missing, NULL or repeated keys).
         """
         if txn is not None:
             done = log.transaction_version(path, txn.app_id)
             if done is not None and done >= txn.version:
                 return WriteResult(version=log.table_version(path) or 0, skipped=True)
-        version = self._write(df, path, mode=mode, partition_by=tuple(partition_by),
-                              replace_where=tuple(replace_where), merge_schema=merge_schema,
-                              txn=txn, metadata=metadata)
+        if (mode == "merge") != bool(merge_on):
+            raise DeltaTableError(path, "mode='merge' and merge_on go together: give the key "
+                                  "columns to merge on, or another mode.")
+        if merge_on:
+            _check_merge_keys(path, df, tuple(merge_on))
+        if mode == "merge" and log.is_table(path):
+            version = self._merge(df, path, keys=tuple(merge_on), merge_schema=merge_schema,
+                                  txn=txn, metadata=metadata)
+        else:  # merging into a new table creates it
+            version = self._write(df, path, mode="append" if mode == "merge" else mode,
+                                  partition_by=tuple(partition_by),
+                                  replace_where=tuple(replace_where),
+                                  merge_schema=merge_schema, txn=txn, metadata=metadata)
         return WriteResult(version=version)
 
     @abstractmethod
@@ -107,7 +122,12 @@ class DeltaEngine(ABC):
                partition_by: tuple[str, ...], replace_where: tuple[Filter, ...],
                merge_schema: bool, txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None) -> int:
-        """Write and commit; return the new table version."""
+        """Append or overwrite, and commit; return the new table version."""
+
+    @abstractmethod
+    def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None) -> int:
+        """Upsert ``df`` into the existing table on ``keys`` in one commit; the new version."""
 
     def read_changes(self, path: str, *, after: int, to: int,
                      change_feed: bool | None = None) -> DataFrame:
@@ -169,3 +189,21 @@ class DeltaEngine(ABC):
     def transaction_version(self, path: str, app_id: str) -> int | None:
         """The highest app-transaction version committed by ``app_id``, if any."""
         return log.transaction_version(path, app_id)
+
+
+def _check_merge_keys(path: str, df: DataFrame, keys: tuple[str, ...]) -> None:
+    """Merge keys must exist, and be non-NULL and unique in the incoming rows."""
+    from pyspark.sql import functions as F
+
+    if missing := [k for k in keys if k not in df.columns]:
+        raise DeltaTableError(path, f"merge_on column(s) {missing} are not in the data "
+                              f"(columns: {', '.join(df.columns)})")
+    null = F.lit(False)
+    for key in keys:
+        null = null | F.col(f"`{key}`").isNull()
+    bad = (df.groupBy(*[F.col(f"`{k}`") for k in keys]).count()
+           .where((F.col("count") > 1) | null).limit(3).collect())
+    if bad:
+        shown = "; ".join(", ".join(f"{k}={row[k]!r}" for k in keys) for row in bad)
+        raise DeltaTableError(path, f"merge_on keys must be unique and not NULL in the rows "
+                              f"written; these are not: {shown}. Deduplicate them first.")

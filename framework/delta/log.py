@@ -49,6 +49,7 @@ __all__ = [
     "delete_all",
     "history",
     "is_table",
+    "merge_rows",
     "query",
     "read_rows",
     "restore",
@@ -359,6 +360,35 @@ def commit_files(
                 commit_properties=properties)
     except (CommitFailedError, DeltaError) as exc:
         raise errors.WriteConflictError(path, f"commit refused: {exc}") from exc
+    return _version_of(path, write_id)
+
+
+def merge_rows(path: str, rows: pa.Table, *, keys: Sequence[str], merge_schema: bool = False,
+               txn: AppTransaction | None = None,
+               user_metadata: Mapping[str, Any] | None = None) -> int:
+    """Upsert ``rows`` into the table in ONE commit: rows whose ``keys`` match are updated,
+    the others inserted. Returns the new table version.
+
+    Raises:
+        WriteConflictError: the commit was refused.
+    """
+    if rows.num_rows == 0:  # still one commit: it records the app transaction
+        current = snapshot(path)
+        return commit_files(path, [], mode="append", schema_json=current.schema_json,
+                            partition_by=current.partition_columns, txn=txn,
+                            user_metadata=user_metadata)
+    write_id = uuid.uuid4().hex
+    properties = _commit_properties(txn, user_metadata, write_id)
+    predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
+    try:
+        (DeltaTable(path)
+         .merge(rows, predicate, source_alias="s", target_alias="t",
+                merge_schema=merge_schema, commit_properties=properties)
+         .when_matched_update_all()
+         .when_not_matched_insert_all()
+         .execute())
+    except (CommitFailedError, DeltaError) as exc:
+        raise errors.WriteConflictError(path, f"merge refused: {exc}") from exc
     return _version_of(path, write_id)
 
 

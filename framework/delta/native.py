@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.embedded import read_data_files
+from framework.delta.embedded import read_data_files, session_conf
 from framework.delta.engine import DeltaEngine, WriteMode
 from framework.delta.log import AppTransaction, Snapshot
 
@@ -77,4 +78,24 @@ class NativeEngine(DeltaEngine):
         if metadata:
             writer = writer.option("userMetadata", json.dumps(dict(metadata), default=str))
         writer.save(path)
+        return log.table_version(path) or 0
+
+    def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None) -> int:
+        from delta.tables import DeltaTable
+
+        conf = {"spark.databricks.delta.schema.autoMerge.enabled": str(merge_schema).lower()}
+        if txn is not None:  # Delta's idempotent-DML settings carry the app transaction
+            conf |= {"spark.databricks.delta.write.txnAppId": txn.app_id,
+                     "spark.databricks.delta.write.txnVersion": str(txn.version)}
+        if metadata:
+            conf["spark.databricks.delta.commitInfo.userMetadata"] = json.dumps(
+                dict(metadata), default=str)
+        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        with contextlib.ExitStack() as stack:
+            for key, value in conf.items():
+                stack.enter_context(session_conf(self.spark, key, value))
+            (DeltaTable.forPath(self.spark, path).alias("t")
+             .merge(df.alias("s"), condition)
+             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
         return log.table_version(path) or 0

@@ -1,0 +1,623 @@
+"""Incremental database sources over JDBC: read the rows a table gained since the last run.
+
+A context's bookmark is a position in the order of its bookmark keys: one column, or
+several compared column by column (a compound key). With ``asc`` new rows have higher
+keys, with ``desc`` lower ones. The keys default to the table's primary key.
+
+- A run pins the end of its range when it plans the read: rows inserted while it runs
+  belong to the next run.
+- Rows that share the key values at the end of the range are told apart by the primary
+  key: the bookmark lists the ones read, so the next run reads the others and none twice.
+- With ``lookback``, a run re-reads the rows whose first key lies within that distance
+  before the bookmark, so an ``updated_at`` key also sees updated rows and late commits.
+  Those rows are read again: write them with ``mode="merge"`` on the primary key.
+- Rows whose bookmark keys are NULL are never read.
+
+The few queries a plan needs (columns, primary key, the range's end, its row count) run on
+the Spark driver's JVM through the JDBC driver; the rows come through Spark's JDBC reader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any, Literal
+
+from framework.config import text_value
+from framework.errors import ConfigError, DatabaseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SOURCE_KIND", "Connection", "JdbcPlan", "JdbcSource", "connect", "plan_jdbc",
+           "read_jdbc", "resolve_connection"]
+
+SOURCE_KIND = "jdbc"
+
+SortOrder = Literal["asc", "desc"]
+
+#: Rows sharing the key values at a range's end are listed in the bookmark, up to this many.
+MAX_BOUNDARY_ROWS = 10_000
+
+DRIVERS: Mapping[str, str] = {
+    "postgresql": "org.postgresql.Driver",
+    "sqlite": "org.sqlite.JDBC",
+    "mysql": "com.mysql.cj.jdbc.Driver",
+    "mariadb": "org.mariadb.jdbc.Driver",
+    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
+    "oracle": "oracle.jdbc.OracleDriver",
+    "h2": "org.h2.Driver",
+}
+
+# java.sql.Types
+_NUMERIC_TYPES = frozenset({-7, -6, 5, 4, -5, 6, 7, 8, 2, 3})
+_TEXT_TYPES = frozenset({1, 12, -1, -9, -15, -16})
+
+_SECRET_IN_URL = re.compile(r"(?i)((?:password|passwd|pwd)=)[^&;]*|(//[^/:@]+:)[^@/]*(@)")
+_ENV_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a database. The password never appears in reprs, logs or state."""
+
+    url: str
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    driver: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def dialect(self) -> str:
+        """The URL's subprotocol: ``postgresql`` in ``jdbc:postgresql://...``."""
+        return self.url.split(":", 2)[1] if self.url.count(":") >= 2 else ""
+
+    @property
+    def driver_class(self) -> str:
+        if self.driver or self.dialect in DRIVERS:
+            return self.driver or DRIVERS[self.dialect]
+        raise DatabaseError(self.display, f"no known JDBC driver for '{self.dialect}' URLs; "
+                            "give the driver's class name as the connection's driver")
+
+    @property
+    def display(self) -> str:
+        """The URL with any credentials in it masked."""
+        return _SECRET_IN_URL.sub(
+            lambda m: f"{m[1]}***" if m[1] else f"{m[2]}***{m[3]}", self.url)
+
+    def jdbc_properties(self) -> dict[str, str]:
+        """The driver properties, with user and password."""
+        credentials = {"user": self.user, "password": self.password}
+        return {**self.properties, **{k: v for k, v in credentials.items() if v is not None}}
+
+
+def resolve_connection(name_or_url: str, configured: Mapping[str, Mapping[str, Any]], *,
+                       conf_file: str) -> Connection:
+    """The connection named in conf (``${VAR}`` read from the environment), or a JDBC URL.
+
+    Raises:
+        ConfigError: an unknown name, or a variable that is not set.
+    """
+    if name_or_url.startswith("jdbc:"):
+        return Connection(url=name_or_url)
+    if name_or_url not in configured:
+        known = ", ".join(sorted(configured)) or "none"
+        raise ConfigError(conf_file, [f"connections: no connection '{name_or_url}' (known: "
+                                      f"{known}); name one, or give a jdbc: URL"])
+    import os
+
+    raw = configured[name_or_url]
+    problems: list[str] = []
+
+    def resolve(key: str, value: Any) -> str:
+        def variable(match: re.Match[str]) -> str:
+            if match[1] not in os.environ:
+                problems.append(f"connections.{name_or_url}.{key}: environment variable "
+                                f"{match[1]} is not set")
+                return ""
+            return os.environ[match[1]]
+
+        return _ENV_VARIABLE.sub(variable, text_value(value))
+
+    values = {key: resolve(key, value) for key, value in raw.items()
+              if key != "properties" and value is not None}
+    properties = {str(k): resolve(f"properties.{k}", v)
+                  for k, v in (raw.get("properties") or {}).items()}
+    if problems:
+        raise ConfigError(conf_file, problems)
+    return Connection(url=values["url"], user=values.get("user"),
+                      password=values.get("password"), driver=values.get("driver"),
+                      properties=properties)
+
+
+@dataclass(frozen=True)
+class JdbcSource:
+    """What ``JobContext.read_jdbc`` asks for (see its docstring)."""
+
+    connection: Connection
+    table: str | None = None
+    query: str | None = None
+    keys: tuple[str, ...] = ()
+    order: SortOrder = "asc"
+    primary_key: tuple[str, ...] = ()
+    lookback: int | float | Decimal | timedelta | None = None
+    partition_column: str | None = None
+    num_partitions: int | None = None
+    lower_bound: Any = None
+    upper_bound: Any = None
+    fetch_size: int = 10_000
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def display(self) -> str:
+        what = f"table {self.table}" if self.table else "query"
+        return f"{self.connection.display} ({what})"
+
+    @property
+    def relation(self) -> str:
+        """The rows as a SQL FROM item."""
+        return self.table if self.table else f"({self.query}) deltamark_query"
+
+    def problems(self) -> list[str]:
+        problems = []
+        if bool(self.table) == bool(self.query):
+            problems.append("give either table or query")
+        if self.order not in ("asc", "desc"):
+            problems.append(f"sort order must be asc or desc, not {self.order!r}")
+        if self.query and not self.keys:
+            problems.append("a query has no primary key: give keys")
+        if self.lookback is not None and not isinstance(
+                self.lookback, int | float | Decimal | timedelta):
+            problems.append("lookback must be a number (numeric keys) or a timedelta")
+        if self.num_partitions is not None and self.num_partitions < 1:
+            problems.append("num_partitions must be at least 1")
+        if (self.lower_bound is None) != (self.upper_bound is None):
+            problems.append("give both lower_bound and upper_bound, or neither")
+        if self.partition_column and self.num_partitions is None:
+            problems.append("partition_column needs num_partitions")
+        return problems
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column as the database reports it."""
+
+    name: str
+    jdbc_type: int
+    type_name: str
+
+    @property
+    def numeric(self) -> bool:
+        return self.jdbc_type in _NUMERIC_TYPES
+
+
+@dataclass(frozen=True)
+class Position:
+    """A place in key order: key values, and the rows at exactly those values read so far
+    (their row ids; empty when the keys identify rows)."""
+
+    values: tuple[str, ...]
+    boundary: tuple[tuple[str, ...], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": list(self.values), "boundary": [list(r) for r in self.boundary]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Position | None:
+        if data is None:
+            return None
+        return cls(tuple(data["values"]), tuple(tuple(r) for r in data.get("boundary", ())))
+
+
+@dataclass(frozen=True)
+class JdbcPlan:
+    """The rows one run reads: ``WHERE where`` over the source, pinned when planned.
+
+    ``to`` is the bookmark the run commits (``advance``); ``after`` the one it started from.
+    """
+
+    source: str
+    keys: tuple[str, ...]
+    order: SortOrder
+    row_id: tuple[str, ...]
+    after: Position | None
+    to: Position | None
+    where: str
+    rows: int
+    partitioning: tuple[str, str, str, int] | None = None
+    lookback: bool = False
+    advance: bool = False
+
+    def state(self) -> dict[str, Any]:
+        """The bookmark to commit; it also pins the rows for a replay."""
+        return {"source": self.source, "keys": list(self.keys), "order": self.order,
+                "row_id": list(self.row_id), "lookback": self.lookback,
+                "position": self.to.to_dict() if self.to else None,
+                "from": self.after.to_dict() if self.after else None,
+                "where": self.where, "rows": self.rows,
+                "partitioning": list(self.partitioning) if self.partitioning else None}
+
+    @classmethod
+    def pinned(cls, state: Mapping[str, Any]) -> JdbcPlan:
+        partitioning = state.get("partitioning")
+        return cls(source=state["source"], keys=tuple(state["keys"]), order=state["order"],
+                   row_id=tuple(state["row_id"]), after=Position.from_dict(state["from"]),
+                   to=Position.from_dict(state["position"]), where=state["where"],
+                   rows=state["rows"], lookback=state["lookback"], advance=True,
+                   partitioning=tuple(partitioning) if partitioning else None)
+
+    def counts(self) -> dict[str, int]:
+        return {"rows": self.rows}
+
+
+# --- the database, through the driver on the JVM -----------------------------------------
+
+class Database:
+    """A JDBC connection on the Spark driver's JVM, for the queries that plan a read."""
+
+    def __init__(self, jvm_connection: Any, connection: Connection):
+        self._conn = jvm_connection
+        self.connection = connection
+
+    def query(self, sql: str, *, limit: int | None = None
+              ) -> tuple[list[Column], list[tuple[str | None, ...]]]:
+        """The result's columns and rows (values as the database's text), up to ``limit``."""
+        with self._calling(sql):
+            statement = self._conn.createStatement()
+            try:
+                if limit is not None:
+                    statement.setMaxRows(limit)
+                result = statement.executeQuery(sql)
+                meta = result.getMetaData()
+                columns = [Column(meta.getColumnLabel(i), meta.getColumnType(i),
+                                  meta.getColumnTypeName(i))
+                           for i in range(1, meta.getColumnCount() + 1)]
+                rows = []
+                while result.next():
+                    rows.append(tuple(result.getString(i) for i in range(1, len(columns) + 1)))
+                return columns, rows
+            finally:
+                statement.close()
+
+    def primary_key(self, table: str) -> tuple[str, ...]:
+        """The table's primary-key columns in key order (empty when it has none)."""
+        schema, _, name = table.rpartition(".")
+        meta = self._conn.getMetaData()
+        with self._calling(f"primary key of {table}"):
+            for candidate in dict.fromkeys((name, name.lower(), name.upper())):
+                result = meta.getPrimaryKeys(None, schema or None, candidate.strip('"`'))
+                found = []
+                while result.next():
+                    found.append((result.getInt("KEY_SEQ"), result.getString("COLUMN_NAME")))
+                result.close()
+                if found:
+                    return tuple(column for _, column in sorted(found))
+        return ()
+
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            yield
+        except Py4JJavaError as exc:
+            raise DatabaseError(self.connection.display,
+                                f"{_java_message(exc)} (in: {_shorten(what)})") from None
+
+
+@contextlib.contextmanager
+def connect(spark: SparkSession, connection: Connection) -> Iterator[Database]:
+    """A connection through the JDBC driver on ``spark``'s JVM (its jar in spark.jars).
+
+    Raises:
+        DatabaseError: the driver is missing or the database refused the connection.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    driver_class = connection.driver_class
+    try:
+        driver = loader.loadClass(driver_class).newInstance()
+    except Py4JJavaError:
+        raise DatabaseError(connection.display, _missing_driver(driver_class)) from None
+    properties = jvm.java.util.Properties()
+    for key, value in connection.jdbc_properties().items():
+        properties.setProperty(key, value)
+    try:
+        jvm_connection = driver.connect(connection.url, properties)
+    except Py4JJavaError as exc:
+        raise DatabaseError(connection.display, f"cannot connect: {_java_message(exc)}"
+                            ) from None
+    if jvm_connection is None:
+        raise DatabaseError(connection.display, f"{driver_class} does not accept this URL")
+    try:
+        yield Database(jvm_connection, connection)
+    finally:
+        jvm_connection.close()
+
+
+def _missing_driver(driver_class: str) -> str:
+    hint = {"org.postgresql.Driver": " (Debian: apt-get install libpostgresql-jdbc-java, "
+            "jar /usr/share/java/postgresql.jar)",
+            "org.sqlite.JDBC": " (Debian: apt-get install libxerial-sqlite-jdbc-java, jar "
+            "/usr/share/java/sqlite-jdbc.jar)"}.get(driver_class, "")
+    return (f"JDBC driver {driver_class} is not on the Spark session: list its jar in "
+            f"spark.conf spark.jars in conf/deltamark.yaml{hint}")
+
+
+def _java_message(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    message = java.getMessage() if java is not None else None
+    return (message or str(exc)).strip().splitlines()[0]
+
+
+def _shorten(sql: str, limit: int = 200) -> str:
+    return sql if len(sql) <= limit else sql[:limit] + "..."
+
+
+# --- planning -----------------------------------------------------------------------------
+
+def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: Mapping[str, Any] | None,
+              end: Mapping[str, Any] | None = None, advance: bool) -> JdbcPlan:
+    """Pin the rows after ``start``'s position (all when None) up to ``end``'s position, or
+    up to the source's last row now.
+
+    Raises:
+        DatabaseError: the connection or a query failed, a key column does not exist,
+            no keys were given for a table without a primary key, or the bookmark was
+            taken with other keys.
+    """
+    with connect(spark, source.connection) as db:
+        columns, _ = db.query(f"SELECT * FROM {source.relation} WHERE 1=0")
+        by_name = {c.name.lower(): c for c in columns}
+        primary_key = source.primary_key or (db.primary_key(source.table) if source.table
+                                             else ())
+        key_names = source.keys or primary_key
+        if not key_names:
+            raise DatabaseError(source.display, "has no primary key: give keys (the bookmark "
+                                "columns, e.g. an id or updated_at)")
+        keys = [_column(by_name, name, source) for name in key_names]
+        row_id = [_column(by_name, name, source) for name in primary_key] or keys
+        sql = _Sql(source.connection.dialect, keys, row_id, source.order)
+        after = _checked_position(start, source, sql)
+        to = (_checked_position(end, source, sql) if end is not None
+              else _pin_end(db, source, sql, after))
+        where = " AND ".join([*sql.not_null(), sql.after(after, source.lookback),
+                              sql.up_to(to)])
+        partition_column = source.partition_column or (keys[0].name if source.num_partitions
+                                                       else None)
+        rows, partitioning = _count(db, source, where, partition_column and
+                                    _column(by_name, partition_column, source))
+    return JdbcPlan(source=source.display, keys=sql.key_names, order=source.order,
+                    row_id=sql.row_id_names, after=after, to=to, where=where, rows=rows,
+                    partitioning=partitioning, lookback=source.lookback is not None,
+                    advance=advance)
+
+
+def _column(by_name: Mapping[str, Column], name: str, source: JdbcSource) -> Column:
+    found = by_name.get(name.strip('"`').lower())
+    if found is None:
+        raise DatabaseError(source.display, f"has no column {name!r} (columns: "
+                            f"{', '.join(c.name for c in by_name.values())})")
+    return found
+
+
+def _checked_position(state: Mapping[str, Any] | None, source: JdbcSource, sql: _Sql
+                      ) -> Position | None:
+    if state is None:
+        return None
+    if state["keys"] != list(sql.key_names) or state["order"] != source.order:
+        raise DatabaseError(source.display, f"the bookmark was taken over keys {state['keys']} "
+                            f"({state['order']}), not {list(sql.key_names)} ({source.order}). "
+                            "Reset the context to read with other keys.")
+    position = Position.from_dict(state["position"])
+    if position is not None and position.boundary and not sql.needs_boundary:
+        position = replace(position, boundary=())
+    return position
+
+
+def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
+             ) -> Position | None:
+    """The last position now, at or past ``after`` (``after`` when no row is past it)."""
+    conditions = [*sql.not_null(), *([sql.at_or_past(after)] if after else [])]
+    values: list[str] = []
+    aggregate = "MAX" if source.order == "asc" else "MIN"
+    for key in sql.keys:
+        _, rows = db.query(f"SELECT {aggregate}({sql.quote(key.name)}) FROM "
+                           f"{source.relation} WHERE {' AND '.join(conditions)}")
+        value = rows[0][0] if rows else None
+        if value is None:
+            return after
+        values.append(value)
+        conditions.append(f"{sql.quote(key.name)} = {sql.literal(value, key)}")
+    boundary: tuple[tuple[str, ...], ...] = ()
+    if sql.needs_boundary and source.lookback is None:
+        ids = ", ".join(sql.quote(c.name) for c in sql.row_id)
+        _, rows = db.query(f"SELECT {ids} FROM {source.relation} WHERE "
+                           f"{' AND '.join(conditions)}", limit=MAX_BOUNDARY_ROWS + 1)
+        if len(rows) > MAX_BOUNDARY_ROWS:
+            raise DatabaseError(source.display, f"more than {MAX_BOUNDARY_ROWS} rows share the "
+                                f"key values {values}: make the keys tell rows apart (add a "
+                                "column to keys), or read with lookback and merge")
+        boundary = tuple(sorted(tuple(v or "" for v in row) for row in rows))
+    return Position(tuple(values), boundary)
+
+
+def _count(db: Database, source: JdbcSource, where: str, partition: Column | None
+           ) -> tuple[int, tuple[str, str, str, int] | None]:
+    """The plan's row count, and its parallel-read partitioning (column, lower, upper, n)."""
+    quoted = partition and _Sql.quote_in(source.connection.dialect, partition.name)
+    bounds = f", MIN({quoted}), MAX({quoted})" if partition else ""
+    _, rows = db.query(f"SELECT COUNT(*){bounds} FROM {source.relation} WHERE {where}")
+    count = int(rows[0][0])
+    if partition is None or count == 0:
+        return count, None
+    if source.lower_bound is not None:
+        lower, upper = str(source.lower_bound), str(source.upper_bound)
+    else:
+        lower, upper = (_spark_bound(v, partition) for v in rows[0][1:])
+    return count, (partition.name, lower, upper, source.num_partitions or 1)
+
+
+def _spark_bound(value: str | None, column: Column) -> str:
+    """A bound as Spark's partitionColumn reader parses it (integers, UTC timestamps)."""
+    if value is None:
+        return "0"
+    if column.numeric:
+        return str(int(Decimal(value)))
+    parsed = _parse_temporal(value)
+    if isinstance(parsed, datetime) and parsed.tzinfo is not None:
+        parsed = parsed.astimezone(UTC).replace(tzinfo=None)
+    return str(parsed)
+
+
+def _parse_temporal(value: str) -> date | datetime:
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return date.fromisoformat(value)
+
+
+class _Sql:
+    """The SQL of a read's range: key comparisons and literals in the source's dialect."""
+
+    def __init__(self, dialect: str, keys: Sequence[Column], row_id: Sequence[Column],
+                 order: SortOrder):
+        self.dialect = dialect
+        self.keys = tuple(keys)
+        self.row_id = tuple(row_id)
+        self.key_names = tuple(c.name for c in keys)
+        self.row_id_names = tuple(c.name for c in row_id)
+        self.past, self.before = (">", "<") if order == "asc" else ("<", ">")
+        #: keys that do not contain the row id may repeat: list the rows at the boundary
+        self.needs_boundary = not set(self.row_id_names) <= set(self.key_names)
+
+    @staticmethod
+    def quote_in(dialect: str, name: str) -> str:
+        quote = "`" if dialect in ("mysql", "mariadb") else '"'
+        return f"{quote}{name.replace(quote, quote * 2)}{quote}"
+
+    def quote(self, name: str) -> str:
+        return self.quote_in(self.dialect, name)
+
+    def literal(self, value: str, column: Column) -> str:
+        if column.numeric and _is_number(value):
+            return value
+        quoted = "'" + value.replace("'", "''") + "'"
+        if self.dialect == "sqlite" or column.jdbc_type in _TEXT_TYPES:
+            return quoted
+        return f"CAST({quoted} AS {column.type_name})"
+
+    def not_null(self) -> list[str]:
+        return [f"{self.quote(c.name)} IS NOT NULL" for c in self.keys]
+
+    def _compare(self, values: Sequence[str], op: str) -> str:
+        """Lexicographic ``keys op values`` (op strict)."""
+        terms = []
+        for i, key in enumerate(self.keys):
+            equal = [f"{self.quote(k.name)} = {self.literal(v, k)}"
+                     for k, v in zip(self.keys[:i], values[:i], strict=True)]
+            terms.append(" AND ".join(
+                [*equal, f"{self.quote(key.name)} {op} {self.literal(values[i], key)}"]))
+        return "(" + " OR ".join(f"({t})" for t in terms) + ")"
+
+    def _equal(self, values: Sequence[str]) -> str:
+        return "(" + " AND ".join(f"{self.quote(k.name)} = {self.literal(v, k)}"
+                                  for k, v in zip(self.keys, values, strict=True)) + ")"
+
+    def _among(self, ids: Sequence[Sequence[str]]) -> str:
+        if len(self.row_id) == 1:
+            column = self.row_id[0]
+            listed = ", ".join(self.literal(i[0], column) for i in ids)
+            return f"{self.quote(column.name)} IN ({listed})"
+        return "(" + " OR ".join(
+            "(" + " AND ".join(f"{self.quote(c.name)} = {self.literal(v, c)}"
+                               for c, v in zip(self.row_id, i, strict=True)) + ")"
+            for i in ids) + ")"
+
+    def at_or_past(self, position: Position) -> str:
+        return f"({self._compare(position.values, self.past)} OR {self._equal(position.values)})"
+
+    def after(self, position: Position | None, lookback: Any) -> str:
+        """Rows past ``position``: the ones at it not yet read too; with ``lookback`` every
+        row from that far before it."""
+        if position is None:
+            return "1=1"
+        if lookback is not None:
+            key = self.keys[0]
+            start = _moved(position.values[0], key, lookback, back=self.past == ">")
+            op = ">=" if self.past == ">" else "<="
+            return f"{self.quote(key.name)} {op} {self.literal(start, key)}"
+        if not position.boundary:
+            return self._compare(position.values, self.past)
+        return (f"({self._compare(position.values, self.past)} OR "
+                f"({self._equal(position.values)} AND NOT {self._among(position.boundary)}))")
+
+    def up_to(self, position: Position | None) -> str:
+        """Rows up to ``position``: at it, only the rows it lists (when it lists them)."""
+        if position is None:
+            return "1=0"
+        at = self._equal(position.values)
+        if position.boundary:
+            at = f"({at} AND {self._among(position.boundary)})"
+        return f"({self._compare(position.values, self.before)} OR {at})"
+
+
+def _is_number(value: str) -> bool:
+    try:
+        return Decimal(value).is_finite()
+    except InvalidOperation:
+        return False
+
+
+def _moved(value: str, key: Column, lookback: Any, *, back: bool) -> str:
+    """``value`` moved ``lookback`` back (or forward, for descending keys)."""
+    sign = -1 if back else 1
+    if key.numeric and _is_number(value):
+        if isinstance(lookback, timedelta):
+            raise DatabaseError(key.name, "a numeric key takes a numeric lookback, not a "
+                                "timedelta")
+        return str(Decimal(value) + sign * Decimal(str(lookback)))
+    if not isinstance(lookback, timedelta):
+        raise DatabaseError(key.name, "a date or time key takes a timedelta lookback")
+    try:
+        return str(_parse_temporal(value) + sign * lookback)
+    except ValueError:
+        raise DatabaseError(key.name, f"lookback needs a numeric, date or time key; "
+                            f"{value!r} is neither") from None
+
+
+# --- reading ------------------------------------------------------------------------------
+
+def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFrame:
+    """The plan's rows through Spark's JDBC reader, in parallel when partitioned.
+
+    Raises:
+        DatabaseError: the driver is missing or the database refused the read.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    connection = source.connection
+    reader = (spark.read.format("jdbc")
+              .option("url", connection.url)
+              .option("driver", connection.driver_class)
+              .option("dbtable", f"(SELECT * FROM {source.relation} WHERE {plan.where}) "
+                                 "deltamark_read")
+              .option("fetchsize", str(source.fetch_size)))
+    for key, value in connection.jdbc_properties().items():
+        reader = reader.option(key, value)
+    if plan.partitioning is not None:
+        column, lower, upper, partitions = plan.partitioning
+        reader = (reader.option("partitionColumn", column).option("lowerBound", lower)
+                  .option("upperBound", upper).option("numPartitions", str(partitions)))
+    for key, value in source.options.items():
+        reader = reader.option(key, value)
+    try:
+        return reader.load()
+    except Py4JJavaError as exc:
+        raise DatabaseError(connection.display, f"cannot read: {_java_message(exc)}") from None

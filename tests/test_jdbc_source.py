@@ -1,0 +1,250 @@
+"""Database sources over JDBC, on a real SQLite file and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+from databases import sqlite_database
+
+from framework.errors import ConfigError, DatabaseError, JobFailedError
+from framework.sources import jdbc
+
+pytestmark = pytest.mark.spark
+
+T = "2026-11-20 10:{:02}:00"  # minutes -> a timestamp both databases take
+
+
+def declare(ws, db, cls="TableCopy", **params):
+    ws.connect(db)
+    ws.declare("copy", cls=cls, connection="db", **params)
+
+
+def target(ws, *columns: str, table: str | None = None) -> list[tuple]:
+    from framework.delta import delta_engine
+
+    df = delta_engine(ws.spark, "embedded").read(table or ws.target)
+    return sorted(tuple(r) for r in df.select(*columns).collect())
+
+
+def state(ws, context: str = "db") -> dict:
+    return ws.store.histories("copy", context)[context].current.state
+
+
+def rows_read(report, context: str = "db") -> int:
+    return report.inputs[context]["rows"]
+
+
+def test_the_primary_key_is_the_default_bookmark(ws, database):
+    database.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER)",
+                     "INSERT INTO orders VALUES (?, ?)", rows=[(i, i * 10) for i in range(1, 6)])
+    declare(ws, database, table="orders")
+    assert rows_read(ws.run()) == 5
+    database.execute("INSERT INTO orders VALUES (?, ?)", rows=[(i, i * 10) for i in range(6, 9)])
+    assert rows_read(ws.run()) == 3
+    assert rows_read(ws.run()) == 0
+    assert target(ws, "id", "amount") == [(i, i * 10) for i in range(1, 9)]
+    assert state(ws)["keys"] == ["id"] and state(ws)["position"]["values"] == ["8"]
+
+
+def test_rows_sharing_the_boundary_key_are_neither_lost_nor_read_twice(ws, database):
+    database.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts TIMESTAMP NOT NULL)",
+                     "INSERT INTO events VALUES (?, ?)",
+                     rows=[(1, T.format(0)), (2, T.format(0)), (3, T.format(1)), (4, T.format(1))])
+    declare(ws, database, table="events", keys="ts")
+    assert rows_read(ws.run()) == 4
+    assert state(ws)["position"]["boundary"] == [["3"], ["4"]]
+    # a late row at the boundary's key value, and a newer one
+    database.execute("INSERT INTO events VALUES (?, ?)", rows=[(5, T.format(1)), (6, T.format(2))])
+    assert rows_read(ws.run()) == 2
+    database.execute("INSERT INTO events VALUES (?, ?)", rows=[(7, T.format(2))])
+    assert rows_read(ws.run()) == 1
+    assert rows_read(ws.run()) == 0
+    assert target(ws, "id") == [(i,) for i in range(1, 8)]
+
+
+def test_rows_inserted_during_a_run_wait_for_the_next_run(ws, database):
+    database.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts TIMESTAMP NOT NULL)",
+                     "INSERT INTO events VALUES (?, ?)", rows=[(1, T.format(0)), (2, T.format(1))])
+    during = f"INSERT INTO events VALUES (3, '{T.format(1)}'), (4, '{T.format(5)}')"
+    declare(ws, database, table="events", keys="ts", insert_during_run=during,
+            db_kind=database.kind, db_dsn=database.dsn)
+    ws.run()
+    assert target(ws, "id") == [(1,), (2,)]  # 3 shares the pinned end's key value, 4 is past it
+    declare(ws, database, table="events", keys="ts")
+    assert rows_read(ws.run()) == 2
+    assert target(ws, "id") == [(i,) for i in range(1, 5)]
+
+
+def test_an_updated_at_key_with_lookback_merges_updates_and_late_rows(ws, database):
+    database.execute(
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(20), "
+        "updated_at TIMESTAMP NOT NULL)",
+        "INSERT INTO customers VALUES (?, ?, ?)",
+        rows=[(1, "ann", T.format(0)), (2, "bob", T.format(1)), (3, "cy", T.format(2))])
+    declare(ws, database, table="customers", keys="updated_at", lookback_s="600",
+            merge_on="id")
+    ws.run()
+    database.execute(f"UPDATE customers SET name = 'bobby', updated_at = '{T.format(5)}' "
+                     "WHERE id = 2", f"INSERT INTO customers VALUES (4, 'dee', '{T.format(6)}')")
+    ws.run()
+    assert target(ws, "id", "name") == [(1, "ann"), (2, "bobby"), (3, "cy"), (4, "dee")]
+    # committed late: its key is before the bookmark (10:06) but within the lookback
+    database.execute(f"INSERT INTO customers VALUES (5, 'eve', '{T.format(3)}')")
+    ws.run()
+    ws.run()  # the lookback window is read again: merged, not duplicated
+    assert target(ws, "id", "name") == [(1, "ann"), (2, "bobby"), (3, "cy"), (4, "dee"),
+                                         (5, "eve")]
+
+
+def test_rows_read_again_by_a_lookback_are_never_appended(ws, tmp_path):
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
+               "INSERT INTO t VALUES (1, 1)")
+    declare(ws, db, table="t", keys="n", lookback="5")
+    with pytest.raises(JobFailedError, match="would duplicate them.*mode='merge'"):
+        ws.run()
+    assert not os.path.exists(ws.target)
+
+
+@pytest.mark.parametrize("keys", ["", "batch,seq"])
+def test_compound_keys(ws, database, keys):
+    database.execute(
+        "CREATE TABLE lines (batch INTEGER NOT NULL, seq INTEGER NOT NULL, "
+        "PRIMARY KEY (batch, seq))",
+        "INSERT INTO lines VALUES (?, ?)", rows=[(1, 1), (1, 2), (2, 1)])
+    declare(ws, database, table="lines", keys=keys)
+    assert rows_read(ws.run()) == 3
+    assert state(ws)["keys"] == ["batch", "seq"]
+    database.execute("INSERT INTO lines VALUES (?, ?)", rows=[(2, 2), (2, 3), (3, 1)])
+    assert rows_read(ws.run()) == 3
+    assert target(ws, "batch", "seq") == [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 1)]
+
+
+def test_descending_keys(ws, database):
+    database.execute("CREATE TABLE countdown (n INTEGER PRIMARY KEY, label VARCHAR(10))",
+                     "INSERT INTO countdown VALUES (?, ?)",
+                     rows=[(100, "a"), (99, "b"), (98, "c")])
+    declare(ws, database, table="countdown", order="desc")
+    assert rows_read(ws.run()) == 3
+    database.execute("INSERT INTO countdown VALUES (?, ?)", rows=[(97, "d"), (96, "e")])
+    assert rows_read(ws.run()) == 2
+    assert rows_read(ws.run()) == 0
+    assert target(ws, "n") == [(n,) for n in range(96, 101)]
+    assert state(ws)["position"]["values"] == ["96"]
+
+
+def test_a_query_source_needs_keys_and_reads_incrementally(ws, tmp_path):
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, kind TEXT)",
+               "INSERT INTO t VALUES (?, ?)", rows=[(1, "a"), (2, "b"), (3, "a")])
+    declare(ws, db, query="SELECT id, kind FROM t WHERE kind = 'a'", keys="id")
+    assert rows_read(ws.run()) == 2
+    db.execute("INSERT INTO t VALUES (?, ?)", rows=[(4, "a"), (5, "b")])
+    assert rows_read(ws.run()) == 1
+    assert target(ws, "id") == [(1,), (3,), (4,)]
+
+
+def test_parallel_reads_split_the_planned_rows(spark, database):
+    database.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, v INTEGER)",
+                     "INSERT INTO big VALUES (?, ?)", rows=[(i, i % 7) for i in range(1, 1001)])
+    connection = jdbc.Connection(database.url, user=database.user, password=database.password)
+    source = jdbc.JdbcSource(connection=connection, table="big", num_partitions=4)
+    first = jdbc.plan_jdbc(spark, source, start=None, advance=True)
+    assert first.partitioning == ("id", "1", "1000", 4) and first.rows == 1000
+    df = jdbc.read_jdbc(spark, source, first)
+    assert df.rdd.getNumPartitions() == 4
+    assert sorted(r.id for r in df.collect()) == list(range(1, 1001))
+    database.execute("INSERT INTO big VALUES (?, ?)", rows=[(i, 0) for i in range(1001, 1101)])
+    second = jdbc.plan_jdbc(spark, source, start=first.state(), advance=True)
+    assert second.partitioning == ("id", "1001", "1100", 4) and second.rows == 100
+    assert jdbc.read_jdbc(spark, source, second).count() == 100
+
+
+def test_a_replay_after_a_crash_reads_exactly_the_pinned_rows(ws, tmp_path):
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, amount INTEGER)",
+               "INSERT INTO orders VALUES (?, ?)", rows=[(i, i) for i in range(1, 6)])
+    archive = str(ws.root / "lake" / "archive")
+    declare(ws, db, cls="TableToTwoTargets", table="orders", archive=archive)
+    process = ws.start_run("copy", DELTAMARK_CRASH_AT="target_committed:1")
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == -signal.SIGKILL, err[-2000:]
+    db.execute("INSERT INTO orders VALUES (?, ?)", rows=[(i, i) for i in range(6, 9)])
+    report = ws.run()
+    assert report.recovered.action == "replayed"
+    assert rows_read(report) == 3  # the new run reads only what came after the pinned plan
+    for table in (ws.target, archive):
+        assert target(ws, "id", table=table) == [(i,) for i in range(1, 9)]
+
+
+def test_bad_sources_fail_with_a_clear_message(ws, tmp_path):
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE nopk (a INTEGER)", "CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    cases = [({"table": "nopk"}, "has no primary key: give keys"),
+             ({"table": "t", "keys": "nope"}, "has no column 'nope' \\(columns: id\\)"),
+             ({"table": "missing"}, "no such table: missing"),
+             ({"table": "t", "order": "up"}, "sort order must be asc or desc")]
+    for params, message in cases:
+        declare(ws, db, **params)
+        with pytest.raises(JobFailedError, match=message) as caught:
+            ws.run()
+        assert "source db:" in str(caught.value.cause)
+    declare(ws, db, table="t")
+    ws.run()
+    declare(ws, db, table="t", keys="id", order="desc")
+    with pytest.raises(JobFailedError, match=r"bookmark was taken over keys \['id'\] \(asc\)"):
+        ws.run()
+
+
+def test_a_missing_driver_names_spark_jars(spark):
+    connection = jdbc.Connection("jdbc:h2:mem:x")
+    with pytest.raises(DatabaseError, match="org.h2.Driver is not on the Spark session: list "
+                                            "its jar in spark.conf spark.jars"):
+        jdbc.plan_jdbc(spark, jdbc.JdbcSource(connection=connection, table="t"), start=None,
+                       advance=False)
+
+
+def test_credentials_come_from_the_environment_and_never_show(ws, pg_server):
+    db = pg_server.database()
+    db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)", "INSERT INTO orders VALUES (1)")
+    declare(ws, db, table="orders")
+    conf_text = (ws.conf / "deltamark.yaml").read_text()
+    assert db.password not in conf_text and "${DELTAMARK_TEST_DB_PASSWORD}" in conf_text
+
+    process = ws.start_run("copy", DELTAMARK_TEST_DB_PASSWORD=db.password)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err[-2000:]
+    assert db.password not in out + err
+    recorded = json.dumps([vars(r) for r in ws.store.runs("copy")] +
+                          [vars(b) for b in ws.store.bookmarks("copy")], default=str)
+    assert db.password not in recorded and "127.0.0.1" in recorded
+
+    wrong = "not-" + db.password
+    process = ws.start_run("copy", DELTAMARK_TEST_DB_PASSWORD=wrong)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert 'password authentication failed for user "deltamark"' in err
+    assert wrong not in out + err and db.password not in out + err
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("DELTAMARK_TEST_DB_PASSWORD")
+        with pytest.raises(JobFailedError, match="connections.db.password: environment "
+                                                 "variable DELTAMARK_TEST_DB_PASSWORD is not set"):
+            ws.run()
+
+
+def test_connections_mask_credentials_and_resolve_from_conf(monkeypatch):
+    assert jdbc.Connection("jdbc:postgresql://h/db?user=u&password=s3cret").display == \
+        "jdbc:postgresql://h/db?user=u&password=***"
+    assert jdbc.Connection("jdbc:mysql://u:s3cret@h/db").display == "jdbc:mysql://u:***@h/db"
+    assert "s3cret" not in repr(jdbc.Connection("jdbc:sqlite:x", user="u", password="s3cret"))
+    monkeypatch.setenv("SHOP_PASSWORD", "pw")
+    configured = {"shop": {"url": "jdbc:postgresql://h/shop", "user": "etl",
+                           "password": "${SHOP_PASSWORD}", "properties": {"ssl": True}}}
+    shop = jdbc.resolve_connection("shop", configured, conf_file="conf/deltamark.yaml")
+    assert (shop.user, shop.password, shop.jdbc_properties()["ssl"]) == ("etl", "pw", "true")
+    with pytest.raises(ConfigError, match="no connection 'crm' \\(known: shop\\)"):
+        jdbc.resolve_connection("crm", configured, conf_file="conf/deltamark.yaml")
