@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs deltamark into .venv, then shows incremental jobs end to end: order batches land
 # as JSON files, jobs/orders_ingest.py loads new files into a bronze Delta table, and
-# jobs/orders_silver.py reads only the bronze versions it has not seen into silver.
+# jobs/orders_silver.py reads only the bronze versions it has not seen into silver. Then
+# jobs/customers_sync.py keeps a Delta copy of a changing database table (SQLite, over
+# JDBC) current: new and updated customers are read by updated_at and merged by id.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/setup.sh
@@ -14,6 +16,9 @@ quiet() { "$@" 2>&1 | { grep -v -E "WARN|log4j|setLogLevel|incubator" || true; }
 show() { echo; echo "\$ $*"; quiet "$@"; }
 ingest() { show .venv/bin/deltamark run orders_ingest --arg landing="$landing" --arg target="$bronze" "$@"; }
 refine() { show .venv/bin/deltamark run orders_silver --arg bronze="$bronze" --arg target="$silver"; }
+shop=data/demo/shop.sqlite
+customers=data/demo/lake/silver/customers
+sync() { show .venv/bin/deltamark run customers_sync --arg connection="jdbc:sqlite:$shop" --arg target="$customers"; }
 rm -rf data/demo
 
 show .venv/bin/python -m jobs.orders_landing --landing "$landing" --batches 3
@@ -29,3 +34,10 @@ show .venv/bin/deltamark runs list orders_silver
 show .venv/bin/deltamark bookmarks show orders_ingest --files
 show .venv/bin/deltamark bookmarks show orders_silver
 show .venv/bin/deltamark sql "SELECT run_seq, count(*) AS files FROM processed_files GROUP BY run_seq ORDER BY run_seq"
+
+show .venv/bin/python -m jobs.customers_source --db "$shop" --new 20
+sync
+show .venv/bin/python -m jobs.customers_source --db "$shop" --new 3 --update 4
+sync
+show .venv/bin/deltamark bookmarks show customers_sync
+show .venv/bin/python -c "from framework.delta import log; t = log.read_rows('$customers'); print(t.num_rows, 'customers,', len(set(t['id'].to_pylist())), 'distinct ids')"

@@ -7,6 +7,7 @@ is switched on only then.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["spark_session"]
+
+log = logging.getLogger("deltamark.spark")
 
 # Defaults a data tool wants; every one can be overridden from conf or the call.
 DEFAULT_CONF: Mapping[str, str] = {
@@ -67,6 +70,8 @@ def spark_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
+    if "spark.jars" in merged:
+        merged["spark.jars"] = _present_jars(merged["spark.jars"])
     if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
         merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
@@ -84,6 +89,20 @@ def spark_session(
         raise SparkStartError(_gateway_hint(merged)) from exc
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _present_jars(jars: str) -> str:
+    """``spark.jars`` without the local jars that do not exist, each named in a warning (a
+    JDBC driver absent here should not stop jobs that do not read a database)."""
+    present = []
+    for jar in filter(None, (j.strip() for j in jars.split(","))):
+        local = jar.removeprefix("file:") if "://" not in jar or jar.startswith("file:") else None
+        if local is not None and not os.path.exists(local):
+            log.warning("spark.jars: %s does not exist, so it is left out; sources that need "
+                        "it will fail", jar)
+        else:
+            present.append(jar)
+    return ",".join(present)
 
 
 def _names_delta_jar(jars: str) -> bool:

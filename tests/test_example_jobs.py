@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
+from databases import require_jar
 from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.delta import delta_engine
-from jobs import orders_landing
+from jobs import customers_source, orders_landing
 
 pytestmark = pytest.mark.spark
 
@@ -65,3 +67,22 @@ def test_run_usage_and_option_errors(tmp_path):
     unknown = deltamark("run", "nope")
     assert unknown.exit_code == 1 and "job nope: no " in unknown.stderr
     assert "orders_ingest" in unknown.stderr
+
+
+def test_customers_sync_keeps_a_changing_table_current(spark, tmp_path):
+    require_jar("sqlite")
+    db, target = tmp_path / "shop.sqlite", str(tmp_path / "customers")
+    run = ["--state-root", str(tmp_path / "state"), "run", "customers_sync",
+           "--arg", f"connection=jdbc:sqlite:{db}", "--arg", f"target={target}"]
+    customers_source.change(db, new=20, update=0)
+    first = deltamark(*run)
+    assert "read  customers_src: 20 rows" in first.stdout, first.output
+    customers_source.change(db, new=3, update=4)
+    second = deltamark(*run)
+    # 7 changed rows, and the last row of run 1 again: it lies within the 5-minute lookback
+    assert "read  customers_src: 8 rows" in second.stdout, second.output
+
+    with sqlite3.connect(db) as conn:
+        source = sorted(conn.execute("SELECT id, name, country FROM customers"))
+    copied = delta_engine(spark, "embedded").read(target).select("id", "name", "country")
+    assert sorted(tuple(r) for r in copied.collect()) == source

@@ -8,7 +8,9 @@ import signal
 
 import pytest
 from databases import sqlite_database
+from typer.testing import CliRunner
 
+from framework.cli import app
 from framework.errors import ConfigError, DatabaseError, JobFailedError
 from framework.sources import jdbc
 
@@ -63,6 +65,10 @@ def test_rows_sharing_the_boundary_key_are_neither_lost_nor_read_twice(ws, datab
     assert rows_read(ws.run()) == 1
     assert rows_read(ws.run()) == 0
     assert target(ws, "id") == [(i,) for i in range(1, 8)]
+    shown = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "bookmarks", "show", "copy"])
+    assert f"processed up to : ts = {T.format(2)} (the next run reads the rows after it)" \
+        in shown.output
+    assert "at that value   : 2 rows read, by id; others at it are read next" in shown.output
 
 
 def test_rows_inserted_during_a_run_wait_for_the_next_run(ws, database):

@@ -47,3 +47,13 @@ def test_workers_ignore_a_stale_pyspark_python(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=180)
     assert f"WORKER {sys.executable}" in done.stdout, done.stderr[-2000:]
+
+
+def test_absent_local_jars_are_left_out_with_a_warning(tmp_path, caplog):
+    from framework.spark import _present_jars
+
+    jar = tmp_path / "driver.jar"
+    jar.write_bytes(b"")
+    kept = _present_jars(f"{jar}, /nope/absent.jar,hdfs://nn/jars/remote.jar")
+    assert kept == f"{jar},hdfs://nn/jars/remote.jar"
+    assert "spark.jars: /nope/absent.jar does not exist" in caplog.text

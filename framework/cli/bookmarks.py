@@ -125,6 +125,26 @@ def _text(job: str, entry: dict[str, Any]) -> str:
             f"  processed up to : version {state['version']} (the next run reads the "
             "versions after it)",
         ]
+    elif entry["kind"] == "jdbc":
+        lines += _jdbc_text(state)
     else:
         lines += [f"  {key}: {value}" for key, value in state.items()]
     return "\n".join(lines)
+
+
+def _jdbc_text(state: dict[str, Any]) -> list[str]:
+    keys = ", ".join(state["keys"])
+    position = state["position"]
+    lines = [f"  source          : {state['source']}",
+             f"  keys            : {keys} ({state['order']}); rows identified by "
+             f"{', '.join(state['row_id'])}"]
+    if position is None:
+        return [*lines, "  processed up to : nothing (the source was empty)"]
+    values = ", ".join(position["values"])
+    lines.append(f"  processed up to : {keys} = {values} (the next run reads the rows after "
+                 "it" + (", and re-reads a lookback before it)" if state["lookback"] else ")"))
+    if position["boundary"]:
+        lines.append(f"  at that value   : {len(position['boundary'])} rows read, by "
+                     f"{', '.join(state['row_id'])}; others at it are read next")
+    lines.append(f"  last run        : {state['rows']} rows")
+    return lines
