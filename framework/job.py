@@ -271,7 +271,9 @@ class JobContext:
                 then sees updates. Write the result with ``mode="merge"``.
             partition_column, num_partitions, lower_bound, upper_bound: read in parallel
                 (Spark's JDBC options). ``num_partitions`` alone partitions on the first
-                key; the bounds default to the planned rows' min and max.
+                key; the bounds default to the planned rows' min and max. Without them, a
+                read on a numeric first key gets a partition per 100,000 rows, up to the
+                session's parallelism.
             fetch_size: rows per round trip. options: Spark JDBC reader options.
 
         Raises:

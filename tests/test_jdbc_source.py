@@ -153,7 +153,7 @@ def test_a_query_source_needs_keys_and_reads_incrementally(ws, tmp_path):
     assert target(ws, "id") == [(1,), (3,), (4,)]
 
 
-def test_parallel_reads_split_the_planned_rows(spark, database):
+def test_parallel_reads_split_the_planned_rows(spark, database, monkeypatch):
     database.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, v INTEGER)",
                      "INSERT INTO big VALUES (?, ?)", rows=[(i, i % 7) for i in range(1, 1001)])
     connection = jdbc.Connection(database.url, user=database.user, password=database.password)
@@ -167,6 +167,13 @@ def test_parallel_reads_split_the_planned_rows(spark, database):
     second = jdbc.plan_jdbc(spark, source, start=first.state(), advance=True)
     assert second.partitioning == ("id", "1001", "1100", 4) and second.rows == 100
     assert jdbc.read_jdbc(spark, source, second).count() == 100
+    # without options: one partition per AUTO_PARTITION_ROWS, up to the session's cores
+    unasked = jdbc.JdbcSource(connection=connection, table="big")
+    assert jdbc.plan_jdbc(spark, unasked, start=None, advance=True).partitioning is None
+    monkeypatch.setattr(jdbc, "AUTO_PARTITION_ROWS", 100)
+    auto = jdbc.plan_jdbc(spark, unasked, start=None, advance=True)
+    assert auto.partitioning == ("id", "1", "1100", spark.sparkContext.defaultParallelism)
+    assert jdbc.read_jdbc(spark, unasked, auto).count() == 1100
 
 
 def test_a_replay_after_a_crash_reads_exactly_the_pinned_rows(ws, tmp_path):

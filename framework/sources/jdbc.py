@@ -42,6 +42,8 @@ SortOrder = Literal["asc", "desc"]
 
 #: Rows sharing the key values at a range's end are listed in the bookmark, up to this many.
 MAX_BOUNDARY_ROWS = 10_000
+#: Without partitioning options, a read on a numeric key gets a partition per this many rows.
+AUTO_PARTITION_ROWS = 100_000
 
 DRIVERS: Mapping[str, str] = {
     "postgresql": "org.postgresql.Driver",
@@ -389,10 +391,11 @@ def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: Mapping[str, An
               else _pin_end(db, source, sql, after))
         where = " AND ".join([*sql.not_null(), sql.after(after, source.lookback),
                               sql.up_to(to)])
-        partition_column = source.partition_column or (keys[0].name if source.num_partitions
-                                                       else None)
-        rows, partitioning = _count(db, source, where, partition_column and
-                                    _column(by_name, partition_column, source))
+        partition = (_column(by_name, source.partition_column, source)
+                     if source.partition_column else
+                     keys[0] if source.num_partitions or keys[0].numeric else None)
+        rows, partitioning = _count(db, source, where, partition,
+                                    parallelism=spark.sparkContext.defaultParallelism)
     return JdbcPlan(source=source.display, keys=sql.key_names, order=source.order,
                     row_id=sql.row_id_names, after=after, to=to, where=where, rows=rows,
                     partitioning=partitioning, lookback=source.lookback is not None,
@@ -448,20 +451,23 @@ def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
     return Position(tuple(values), boundary)
 
 
-def _count(db: Database, source: JdbcSource, where: str, partition: Column | None
-           ) -> tuple[int, tuple[str, str, str, int] | None]:
-    """The plan's row count, and its parallel-read partitioning (column, lower, upper, n)."""
+def _count(db: Database, source: JdbcSource, where: str, partition: Column | None, *,
+           parallelism: int) -> tuple[int, tuple[str, str, str, int] | None]:
+    """The plan's row count, and its parallel-read partitioning (column, lower, upper, n):
+    as asked, or on a numeric first key one partition per AUTO_PARTITION_ROWS rows, up to
+    the session's parallelism."""
     quoted = partition and _Sql.quote_in(source.connection.dialect, partition.name)
     bounds = f", MIN({quoted}), MAX({quoted})" if partition else ""
     _, rows = db.query(f"SELECT COUNT(*){bounds} FROM {source.relation} WHERE {where}")
     count = int(rows[0][0])
-    if partition is None or count == 0:
+    partitions = source.num_partitions or min(parallelism, count // AUTO_PARTITION_ROWS)
+    if partition is None or count == 0 or partitions < 2:
         return count, None
     if source.lower_bound is not None:
         lower, upper = str(source.lower_bound), str(source.upper_bound)
     else:
         lower, upper = (_spark_bound(v, partition) for v in rows[0][1:])
-    return count, (partition.name, lower, upper, source.num_partitions or 1)
+    return count, (partition.name, lower, upper, partitions)
 
 
 def _spark_bound(value: str | None, column: Column) -> str:
@@ -516,14 +522,18 @@ class _Sql:
     def not_null(self) -> list[str]:
         return [f"{self.quote(c.name)} IS NOT NULL" for c in self.keys]
 
-    def _compare(self, values: Sequence[str], op: str) -> str:
-        """Lexicographic ``keys op values`` (op strict)."""
+    def _compare(self, values: Sequence[str], op: str, *, inclusive: bool = False) -> str:
+        """Lexicographic ``keys op values`` (``op`` is ``<`` or ``>``; ``inclusive`` adds
+        ``=``): ``a > 1 OR (a = 1 AND b > 2)``, or simply ``a > 1`` for one key."""
         terms = []
         for i, key in enumerate(self.keys):
-            equal = [f"{self.quote(k.name)} = {self.literal(v, k)}"
-                     for k, v in zip(self.keys[:i], values[:i], strict=True)]
+            last_op = f"{op}=" if inclusive and i == len(self.keys) - 1 else op
             terms.append(" AND ".join(
-                [*equal, f"{self.quote(key.name)} {op} {self.literal(values[i], key)}"]))
+                [*(f"{self.quote(k.name)} = {self.literal(v, k)}"
+                   for k, v in zip(self.keys[:i], values[:i], strict=True)),
+                 f"{self.quote(key.name)} {last_op} {self.literal(values[i], key)}"]))
+        if len(terms) == 1:
+            return terms[0]
         return "(" + " OR ".join(f"({t})" for t in terms) + ")"
 
     def _equal(self, values: Sequence[str]) -> str:
@@ -541,7 +551,7 @@ class _Sql:
             for i in ids) + ")"
 
     def at_or_past(self, position: Position) -> str:
-        return f"({self._compare(position.values, self.past)} OR {self._equal(position.values)})"
+        return self._compare(position.values, self.past, inclusive=True)
 
     def after(self, position: Position | None, lookback: Any) -> str:
         """Rows past ``position``: the ones at it not yet read too; with ``lookback`` every
@@ -562,10 +572,10 @@ class _Sql:
         """Rows up to ``position``: at it, only the rows it lists (when it lists them)."""
         if position is None:
             return "1=0"
-        at = self._equal(position.values)
-        if position.boundary:
-            at = f"({at} AND {self._among(position.boundary)})"
-        return f"({self._compare(position.values, self.before)} OR {at})"
+        if not position.boundary:
+            return self._compare(position.values, self.before, inclusive=True)
+        return (f"({self._compare(position.values, self.before)} OR "
+                f"({self._equal(position.values)} AND {self._among(position.boundary)}))")
 
 
 def _is_number(value: str) -> bool:
