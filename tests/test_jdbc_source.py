@@ -261,3 +261,17 @@ def test_connections_mask_credentials_and_resolve_from_conf(monkeypatch):
     assert (shop.user, shop.password, shop.jdbc_properties()["ssl"]) == ("etl", "pw", "true")
     with pytest.raises(ConfigError, match="no connection 'crm' \\(known: shop\\)"):
         jdbc.resolve_connection("crm", configured, conf_file="conf/deltamark.yaml")
+
+
+def test_pause_between_two_runs_reads_the_rows_between_them(ws, tmp_path):
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", "INSERT INTO t VALUES (?)",
+               rows=[(i,) for i in range(1, 4)])
+    declare(ws, db, table="t")
+    first = ws.run()
+    db.execute("INSERT INTO t VALUES (?)", rows=[(4,), (5,)])
+    second = ws.run()
+    db.execute("INSERT INTO t VALUES (6)")
+    paused = ws.run(bookmark="pause", bookmark_from=first.run_id, bookmark_to=second.run_id)
+    assert rows_read(paused) == 2
+    assert rows_read(ws.run()) == 1  # the bookmark stayed at run 2

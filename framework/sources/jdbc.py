@@ -20,6 +20,7 @@ the Spark driver's JVM through the JDBC driver; the rows come through Spark's JD
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -110,8 +111,6 @@ def resolve_connection(name_or_url: str, configured: Mapping[str, Mapping[str, A
         known = ", ".join(sorted(configured)) or "none"
         raise ConfigError(conf_file, [f"connections: no connection '{name_or_url}' (known: "
                                       f"{known}); name one, or give a jdbc: URL"])
-    import os
-
     raw = configured[name_or_url]
     problems: list[str] = []
 
