@@ -31,6 +31,7 @@ __all__ = [
     "StateHistoryError",
     "StateSchemaError",
     "TableNotFoundError",
+    "TransformError",
     "UnsupportedTableFeatureError",
     "VersionNotFoundError",
     "WriteConflictError",
@@ -130,6 +131,14 @@ class DatabaseError(DeltamarkError):
     def __init__(self, source: str, message: str):
         self.source = source
         super().__init__(f"{source}: {message}")
+
+
+class TransformError(DeltamarkError):
+    """A transform (e.g. relationalize) cannot work on this data; names the table."""
+
+    def __init__(self, table: str, message: str):
+        self.table = table
+        super().__init__(f"{table}: {message}")
 
 
 class JobFailedError(JobError):

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +16,8 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.delta import delta_engine
-from jobs import customers_source, orders_landing
+from framework.transforms import rejoin
+from jobs import customers_source, order_documents_landing, orders_landing
 
 pytestmark = pytest.mark.spark
 
@@ -86,3 +92,68 @@ def test_customers_sync_keeps_a_changing_table_current(spark, tmp_path):
         source = sorted(conn.execute("SELECT id, name, country FROM customers"))
     copied = delta_engine(spark, "embedded").read(target).select("id", "name", "country")
     assert sorted(tuple(r) for r in copied.collect()) == source
+
+
+def documents_of(landing: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(landing.glob("*.json"))
+            for line in path.read_text().splitlines()]
+
+
+def lake_tables(spark, lake: Path) -> dict:
+    engine = delta_engine(spark, "embedded")
+    return {p.name: engine.read(str(p)) for p in sorted(lake.iterdir())}
+
+
+def assert_documents_exactly_once(spark, landing: Path, lake: Path) -> None:
+    documents = documents_of(landing)
+    tables = lake_tables(spark, lake)
+    lines = [line for d in documents for line in d["lines"]]
+    assert tables["orders"].count() == len(documents)
+    assert tables["orders_lines"].count() == len(lines)
+    assert tables["orders_lines_discounts"].count() == sum(len(x["discounts"]) for x in lines)
+    assert tables["orders_tags"].count() == sum(len(d["tags"]) for d in documents)
+    back = {r.order_id: r for r in rejoin(tables, "orders").collect()}
+    assert sorted(back) == sorted(d["order_id"] for d in documents)
+    for d in documents:  # every child row is joined to its parent, in order
+        assert [(x.sku, x.qty, [c.code for c in x.discounts]) for x in back[d["order_id"]].lines] \
+            == [(x["sku"], x["qty"], [c["code"] for c in x["discounts"]]) for x in d["lines"]]
+
+
+def test_order_documents_become_flat_tables_exactly_once(spark, tmp_path):
+    landing, lake = tmp_path / "landing", tmp_path / "lake"
+    run = ["--state-root", str(tmp_path / "state"), "run", "order_documents",
+           "--arg", f"landing={landing}", "--arg", f"lake={lake}"]
+    order_documents_landing.land(landing, batches=2, orders=30)
+    first = deltamark(*run)
+    assert first.exit_code == 0, first.output
+    assert sorted(p.name for p in lake.iterdir()) == [
+        "orders", "orders_lines", "orders_lines_discounts", "orders_tags"]
+    # a release adds lines[].gift_wrap: a new column, NULL for the earlier lines
+    order_documents_landing.land(landing, batches=1, orders=30, gift_wrap=True)
+    second = deltamark(*run)
+    assert second.exit_code == 0, second.output
+    lines = lake_tables(spark, lake)["orders_lines"]
+    assert "lines.val.gift_wrap" in lines.columns
+    assert lines.where("`lines.val.gift_wrap` IS NOT NULL").count() == sum(
+        len(d["lines"]) for d in documents_of(landing) if d["order_id"].startswith("00003"))
+    assert_documents_exactly_once(spark, landing, lake)
+    assert deltamark(*run).exit_code == 0  # nothing new: nothing written
+    assert_documents_exactly_once(spark, landing, lake)
+
+
+def test_order_documents_recover_after_a_crash_between_tables(spark, tmp_path):
+    landing, lake, state = tmp_path / "landing", tmp_path / "lake", tmp_path / "state"
+    args = ["--state-root", str(state), "run", "order_documents", "--arg",
+            f"landing={landing}", "--arg", f"lake={lake}"]
+    order_documents_landing.land(landing, batches=1, orders=40)
+    assert deltamark(*args).exit_code == 0
+    order_documents_landing.land(landing, batches=1, orders=40)
+    crashed = subprocess.run(
+        [sys.executable, "-m", "framework", "--conf-dir", CONF, *args],
+        env={**os.environ, "DELTAMARK_CRASH_AT": "target_committed:2"},
+        capture_output=True, text=True, timeout=300)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    order_documents_landing.land(landing, batches=1, orders=40)
+    recovered = deltamark(*args)
+    assert "replayed" in recovered.stdout, recovered.output
+    assert_documents_exactly_once(spark, landing, lake)

@@ -1,12 +1,17 @@
-"""Run every benchmark: python -m tests.benchmarks [delta_io] [state_store] [incremental_files]
-[jdbc]."""
+"""Run the benchmarks, each in its own process (its own Spark session and JVM):
 
+    python -m tests.benchmarks [delta_io] [state_store] [incremental_files] [jdbc]
+                               [relationalize]
+
+Exits 1 if any of them failed to run (a missed target is printed, not an error).
+"""
+
+import subprocess
 import sys
 
-from tests.benchmarks import bench_delta_io, bench_incremental_files, bench_jdbc, bench_state_store
+BENCHMARKS = ("delta_io", "state_store", "incremental_files", "jdbc", "relationalize")
 
-BENCHMARKS = {"delta_io": bench_delta_io.main, "state_store": bench_state_store.main,
-              "incremental_files": bench_incremental_files.main, "jdbc": bench_jdbc.main}
-
-for name in sys.argv[1:] or BENCHMARKS:
-    BENCHMARKS[name]()
+failed = [name for name in sys.argv[1:] or BENCHMARKS
+          if subprocess.run([sys.executable, "-m", f"tests.benchmarks.bench_{name}"]).returncode]
+if failed:
+    sys.exit(f"benchmarks that did not run to the end: {', '.join(failed)}")
