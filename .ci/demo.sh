@@ -3,7 +3,8 @@
 # as JSON files, jobs/orders_ingest.py loads new files into a bronze Delta table, and
 # jobs/orders_silver.py reads only the bronze versions it has not seen into silver. Then
 # jobs/customers_sync.py keeps a Delta copy of a changing database table (SQLite, over
-# JDBC) current: new and updated customers are read by updated_at and merged by id.
+# JDBC) current: new and updated customers are read by updated_at and merged by id. Last,
+# jobs/order_documents.py relationalizes nested order documents into flat tables.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/setup.sh
@@ -19,6 +20,9 @@ refine() { show .venv/bin/deltamark run orders_silver --arg bronze="$bronze" --a
 shop=data/demo/shop.sqlite
 customers=data/demo/lake/silver/customers
 sync() { show .venv/bin/deltamark run customers_sync --arg connection="jdbc:sqlite:$shop" --arg target="$customers"; }
+documents=data/demo/landing/order_documents
+documents_lake=data/demo/lake/documents
+relationalize() { show .venv/bin/deltamark run order_documents --arg landing="$documents" --arg lake="$documents_lake"; }
 rm -rf data/demo
 
 show .venv/bin/python -m jobs.orders_landing --landing "$landing" --batches 3
@@ -41,3 +45,14 @@ show .venv/bin/python -m jobs.customers_source --db "$shop" --new 3 --update 4
 sync
 show .venv/bin/deltamark bookmarks show customers_sync
 show .venv/bin/python -c "from framework.delta import log; t = log.read_rows('$customers'); print(t.num_rows, 'customers,', len(set(t['id'].to_pylist())), 'distinct ids')"
+
+show .venv/bin/python -m jobs.order_documents_landing --landing "$documents" --batches 2 --orders 50
+relationalize
+show .venv/bin/python -m jobs.order_documents_landing --landing "$documents" --batches 1 --orders 50 --gift-wrap
+relationalize
+show .venv/bin/python -c "
+from pathlib import Path
+from framework.delta import log
+for table in sorted(Path('$documents_lake').iterdir()):
+    rows = log.read_rows(str(table))
+    print(f'{table.name:<24} {rows.num_rows:>4} rows  {rows.column_names}')"
