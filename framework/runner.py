@@ -122,8 +122,11 @@ def run_job(
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
         connections = _connections(settings)
-        recovered = None if dry_run else _recover(spec, store, session, engine, connections)
         last = store.last_run(job)
+        recovered = None if dry_run else _recover(spec, last, store, session, engine,
+                                                  connections)
+        if recovered is not None:  # it settled the last run: read its new status
+            last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
                                run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs)
         attempt = last.attempt + 1 if last and last.status == "failed" else 1
@@ -191,10 +194,9 @@ class _Steps:
         crash_point("target_committed")
 
 
-def _recover(spec: JobSpec, store: StateStore, spark: SparkSession, engine: DeltaEngine,
-             connections: Connections) -> Recovery | None:
-    """Settle the job's last run if it did not succeed (see the module docstring)."""
-    last = store.last_run(spec.name)
+def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,
+             engine: DeltaEngine, connections: Connections) -> Recovery | None:
+    """Settle the job's ``last`` run if it did not succeed (see the module docstring)."""
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
     attempted = _attempted(last)

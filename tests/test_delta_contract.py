@@ -229,9 +229,10 @@ def test_embedded_refuses_features_it_cannot_honour(spark, tmp_path, configurati
 
 
 def test_embedded_refuses_data_files_outside_partition_directories(spark, tmp_path):
-    path = tmp_path / "t"
+    path = tmp_path / "t"  # as another writer would lay it out: written here, then edited
     engine = delta_engine(spark, "embedded")
-    engine.write(orders(spark, 6), str(path), partition_by=["k"])
+    engine.write(orders(spark, 6), str(tmp_path / "written"), partition_by=["k"])
+    shutil.copytree(tmp_path / "written", path)
     log_file = path / "_delta_log" / "00000000000000000000.json"
     moved = []
     for line in log_file.read_text().splitlines():

@@ -314,7 +314,7 @@ def _commit_properties(
 
 def _version_of(path: str, write_id: str) -> int:
     """The version our commit got (other writers may have committed right after it)."""
-    for info in DeltaTable(path).history(50):
+    for info in _open(path).history(50):
         if info.get(WRITE_ID_KEY) == write_id:
             return info["version"]
     raise errors.WriteConflictError(path, f"commit {write_id} not found in recent history")
@@ -355,7 +355,7 @@ def commit_files(
                                           commit_properties=properties)
         else:
             filters = [(c, op, _filter_value(v)) for c, op, v in replace_where or ()] or None
-            DeltaTable(path).create_write_transaction(
+            _open(path).create_write_transaction(
                 adds, mode, schema, list(partition_by) or None, filters,
                 commit_properties=properties)
     except (CommitFailedError, DeltaError) as exc:
@@ -381,7 +381,7 @@ def merge_rows(path: str, rows: pa.Table, *, keys: Sequence[str], merge_schema: 
     properties = _commit_properties(txn, user_metadata, write_id)
     predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
     try:
-        (DeltaTable(path)
+        (_open(path)
          .merge(rows, predicate, source_alias="s", target_alias="t",
                 merge_schema=merge_schema, commit_properties=properties)
          .when_matched_update_all()

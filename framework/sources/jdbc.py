@@ -264,23 +264,32 @@ class Database:
         self._conn = jvm_connection
         self.connection = connection
 
-    def query(self, sql: str, *, limit: int | None = None
-              ) -> tuple[list[Column], list[tuple[str | None, ...]]]:
-        """The result's columns and rows (values as the database's text), up to ``limit``."""
+    def columns(self, relation: str) -> list[Column]:
+        """The columns of a table or subquery, as the database types them."""
+        sql = f"SELECT * FROM {relation} WHERE 1=0"
+        with self._calling(sql):
+            statement = self._conn.createStatement()
+            try:
+                meta = statement.executeQuery(sql).getMetaData()
+                return [Column(meta.getColumnLabel(i), meta.getColumnType(i),
+                               meta.getColumnTypeName(i))
+                        for i in range(1, meta.getColumnCount() + 1)]
+            finally:
+                statement.close()
+
+    def rows(self, sql: str, *, limit: int | None = None) -> list[tuple[str | None, ...]]:
+        """The result's rows, values as the database's text, up to ``limit`` rows."""
         with self._calling(sql):
             statement = self._conn.createStatement()
             try:
                 if limit is not None:
                     statement.setMaxRows(limit)
                 result = statement.executeQuery(sql)
-                meta = result.getMetaData()
-                columns = [Column(meta.getColumnLabel(i), meta.getColumnType(i),
-                                  meta.getColumnTypeName(i))
-                           for i in range(1, meta.getColumnCount() + 1)]
-                rows = []
+                width = result.getMetaData().getColumnCount()
+                found = []
                 while result.next():
-                    rows.append(tuple(result.getString(i) for i in range(1, len(columns) + 1)))
-                return columns, rows
+                    found.append(tuple(result.getString(i) for i in range(1, width + 1)))
+                return found
             finally:
                 statement.close()
 
@@ -374,7 +383,7 @@ def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: Mapping[str, An
             taken with other keys.
     """
     with connect(spark, source.connection) as db:
-        columns, _ = db.query(f"SELECT * FROM {source.relation} WHERE 1=0")
+        columns = db.columns(source.relation)
         by_name = {c.name.lower(): c for c in columns}
         primary_key = source.primary_key or (db.primary_key(source.table) if source.table
                                              else ())
@@ -430,7 +439,7 @@ def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
     values: list[str] = []
     aggregate = "MAX" if source.order == "asc" else "MIN"
     for key in sql.keys:
-        _, rows = db.query(f"SELECT {aggregate}({sql.quote(key.name)}) FROM "
+        rows = db.rows(f"SELECT {aggregate}({sql.quote(key.name)}) FROM "
                            f"{source.relation} WHERE {' AND '.join(conditions)}")
         value = rows[0][0] if rows else None
         if value is None:
@@ -440,7 +449,7 @@ def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
     boundary: tuple[tuple[str, ...], ...] = ()
     if sql.needs_boundary and source.lookback is None:
         ids = ", ".join(sql.quote(c.name) for c in sql.row_id)
-        _, rows = db.query(f"SELECT {ids} FROM {source.relation} WHERE "
+        rows = db.rows(f"SELECT {ids} FROM {source.relation} WHERE "
                            f"{' AND '.join(conditions)}", limit=MAX_BOUNDARY_ROWS + 1)
         if len(rows) > MAX_BOUNDARY_ROWS:
             raise DatabaseError(source.display, f"more than {MAX_BOUNDARY_ROWS} rows share the "
@@ -457,7 +466,7 @@ def _count(db: Database, source: JdbcSource, where: str, partition: Column | Non
     the session's parallelism."""
     quoted = partition and _Sql.quote_in(source.connection.dialect, partition.name)
     bounds = f", MIN({quoted}), MAX({quoted})" if partition else ""
-    _, rows = db.query(f"SELECT COUNT(*){bounds} FROM {source.relation} WHERE {where}")
+    rows = db.rows(f"SELECT COUNT(*){bounds} FROM {source.relation} WHERE {where}")
     count = int(rows[0][0])
     partitions = source.num_partitions or min(parallelism, count // AUTO_PARTITION_ROWS)
     if partition is None or count == 0 or partitions < 2:

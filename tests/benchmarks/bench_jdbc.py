@@ -8,7 +8,7 @@ rows where 1% are new since the last run.
   without bookmarks do.
 
 Both in the same Spark session, writing through the same Delta engine. Each round inserts
-1% new rows, then runs both; two warm-up rounds (the JVM compiles the JDBC and Parquet
+1% new rows, then runs both; four warm-up rounds (the JVM compiles the JDBC and Parquet
 paths for a while), then five timed rounds whose medians are compared.
 Target: ratio <= 0.1. DELTAMARK_BENCH_JDBC_ROWS sets the table size (default 5,000,000).
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 from framework import IncrementalJob, JobContext
 
 TARGET = 0.1
-WARM_UP = 2
+WARM_UP = 4
 ROUNDS = 5
 NEW_SHARE = 0.01
 
