@@ -281,10 +281,11 @@ class JobContext:
         """
         key_list = (keys,) if isinstance(keys, str) else tuple(keys)
         id_list = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
+        resolved = self._connections(connection)
         context = self._context(transformation_ctx, bookmark,
-                                f"read_jdbc({table or 'query'!r}, connection={connection!r})")
+                                f"read_jdbc({table or 'query'!r}, {resolved.display})")
         source = jdbc.JdbcSource(
-            connection=self._connections(connection), table=table, query=query, keys=key_list,
+            connection=resolved, table=table, query=query, keys=key_list,
             order=sort_order, primary_key=id_list, lookback=lookback,
             partition_column=partition_column, num_partitions=num_partitions,
             lower_bound=lower_bound, upper_bound=upper_bound, fetch_size=fetch_size,

@@ -275,3 +275,11 @@ def test_pause_between_two_runs_reads_the_rows_between_them(ws, tmp_path):
     paused = ws.run(bookmark="pause", bookmark_from=first.run_id, bookmark_to=second.run_id)
     assert rows_read(paused) == 2
     assert rows_read(ws.run()) == 1  # the bookmark stayed at run 2
+
+
+def test_a_password_in_a_connection_url_is_masked_in_errors(ws):
+    url = "jdbc:postgresql://127.0.0.1:1/shop?user=etl&password=s3cret"
+    ws.declare("copy", cls="TableCopy", connection=url, table="t", ctx="")
+    with pytest.raises(JobFailedError, match="is read without transformation_ctx") as caught:
+        ws.run()
+    assert "password=***" in str(caught.value) and "s3cret" not in str(caught.value)

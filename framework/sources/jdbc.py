@@ -621,20 +621,14 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
     from py4j.protocol import Py4JJavaError
 
     connection = source.connection
-    reader = (spark.read.format("jdbc")
-              .option("url", connection.url)
-              .option("driver", connection.driver_class)
-              .option("dbtable", f"(SELECT * FROM {source.relation} WHERE {plan.where}) "
-                                 "deltamark_read")
-              .option("fetchsize", str(source.fetch_size)))
-    for key, value in connection.jdbc_properties().items():
-        reader = reader.option(key, value)
+    options = {"url": connection.url, "driver": connection.driver_class,
+               "dbtable": f"(SELECT * FROM {source.relation} WHERE {plan.where}) deltamark_read",
+               "fetchsize": str(source.fetch_size), **connection.jdbc_properties()}
     if plan.partitioning is not None:
         column, lower, upper, partitions = plan.partitioning
-        reader = (reader.option("partitionColumn", column).option("lowerBound", lower)
-                  .option("upperBound", upper).option("numPartitions", str(partitions)))
-    for key, value in source.options.items():
-        reader = reader.option(key, value)
+        options |= {"partitionColumn": column, "lowerBound": lower, "upperBound": upper,
+                    "numPartitions": str(partitions)}
+    reader = spark.read.format("jdbc").options(**{**options, **source.options})  # user wins
     try:
         return reader.load()
     except Py4JJavaError as exc:
