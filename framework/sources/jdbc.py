@@ -440,7 +440,7 @@ def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
     aggregate = "MAX" if source.order == "asc" else "MIN"
     for key in sql.keys:
         rows = db.rows(f"SELECT {aggregate}({sql.quote(key.name)}) FROM "
-                           f"{source.relation} WHERE {' AND '.join(conditions)}")
+                       f"{source.relation} WHERE {' AND '.join(conditions)}")
         value = rows[0][0] if rows else None
         if value is None:
             return after
@@ -450,7 +450,7 @@ def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
     if sql.needs_boundary and source.lookback is None:
         ids = ", ".join(sql.quote(c.name) for c in sql.row_id)
         rows = db.rows(f"SELECT {ids} FROM {source.relation} WHERE "
-                           f"{' AND '.join(conditions)}", limit=MAX_BOUNDARY_ROWS + 1)
+                       f"{' AND '.join(conditions)}", limit=MAX_BOUNDARY_ROWS + 1)
         if len(rows) > MAX_BOUNDARY_ROWS:
             raise DatabaseError(source.display, f"more than {MAX_BOUNDARY_ROWS} rows share the "
                                 f"key values {values}: make the keys tell rows apart (add a "
