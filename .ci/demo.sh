@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs deltamark into .venv, then shows incremental jobs end to end: order batches land
 # as JSON files, jobs/orders_ingest.py loads new files into a bronze Delta table, and
-# jobs/orders_silver.py reads only the bronze versions it has not seen into silver. Then
+# jobs/orders_silver.py reads only the bronze versions it has not seen into silver. A batch
+# with broken orders is rejected by the ingest's data-quality gate, shown, and resent. Then
 # jobs/customers_sync.py keeps a Delta copy of a changing database table (SQLite, over
 # JDBC) current: new and updated customers are read by updated_at and merged by id. Last,
 # jobs/order_documents.py relationalizes nested order documents into flat tables.
@@ -15,6 +16,7 @@ bronze=data/demo/lake/bronze/orders
 silver=data/demo/lake/silver/orders
 quiet() { "$@" 2>&1 | { grep -v -E "WARN|log4j|setLogLevel|incubator" || true; }; }
 show() { echo; echo "\$ $*"; quiet "$@"; }
+rejected() { if "$@"; then echo "demo: expected the run above to be rejected" >&2; exit 1; fi; }
 ingest() { show .venv/bin/deltamark run orders_ingest --arg landing="$landing" --arg target="$bronze" "$@"; }
 refine() { show .venv/bin/deltamark run orders_silver --arg bronze="$bronze" --arg target="$silver"; }
 shop=data/demo/shop.sqlite
@@ -32,6 +34,11 @@ show .venv/bin/python -m jobs.orders_landing --landing "$landing" --batches 2
 ingest --dry-run
 ingest
 refine
+ingest
+show .venv/bin/python -m jobs.orders_landing --landing "$landing" --batches 1 --broken 4
+rejected ingest
+show .venv/bin/deltamark dq results orders_ingest
+show .venv/bin/python -m jobs.orders_landing --landing "$landing" --resend
 ingest
 show .venv/bin/deltamark runs list orders_ingest
 show .venv/bin/deltamark runs list orders_silver

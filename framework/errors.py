@@ -13,6 +13,7 @@ __all__ = [
     "ChangesUnavailableError",
     "ConcurrentRunError",
     "ConfigError",
+    "DataQualityError",
     "DatabaseError",
     "DeltaEngineUnavailableError",
     "DeltaTableError",
@@ -139,6 +140,25 @@ class TransformError(DeltamarkError):
     def __init__(self, table: str, message: str):
         self.table = table
         super().__init__(f"{table}: {message}")
+
+
+class DataQualityError(JobError):
+    """A rule set gating a target write failed: nothing was written.
+
+    Attributes:
+        ruleset, target: the checks and the table they gate.
+        failures: each failing rule's one-line summary (all of them; the message shows
+            the first three).
+    """
+
+    def __init__(self, job: str, ruleset: str, target: str, failures: Sequence[str],
+                 hint: str):
+        self.ruleset, self.target, self.failures = ruleset, target, tuple(failures)
+        shown = "; ".join(self.failures[:3])
+        more = f"; and {len(self.failures) - 3} more" if len(self.failures) > 3 else ""
+        super().__init__(
+            job, f"checks {ruleset} failed for {target}: {shown}{more}. Nothing was "
+            f"written; {hint}")
 
 
 class JobFailedError(JobError):

@@ -3,6 +3,7 @@
     class: jobs.orders_ingest:OrdersIngest   # or path/to/file.py:Class (relative to conf/)
     bookmark: enable                         # enable | disable | pause
     params: {landing: data/landing/orders, target: data/lake/bronze/orders}
+    checks: {...}                            # data-quality rule sets (framework.quality)
 
 Params are strings, as Glue job arguments are; ``--arg KEY=VALUE`` overrides them.
 """
@@ -20,13 +21,14 @@ from typing import TYPE_CHECKING, Any, get_args
 from framework.config import Settings, read_yaml, text_value
 from framework.errors import ConfigError, JobNotFoundError
 from framework.modes import BookmarkMode
+from framework.quality import RuleSet, parse_checks
 
 if TYPE_CHECKING:
     from framework.job import IncrementalJob
 
 __all__ = ["JobSpec", "job_names", "load_job"]
 
-KNOWN_KEYS = ("class", "bookmark", "params", "description")
+KNOWN_KEYS = ("class", "bookmark", "params", "checks", "description")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class JobSpec:
     bookmark: BookmarkMode = "enable"
     params: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
+    #: data-quality rule sets by name, for ``ctx.write_delta(..., checks=NAME)``
+    checks: Mapping[str, RuleSet] = field(default_factory=dict)
 
 
 def job_names(settings: Settings) -> list[str]:
@@ -72,6 +76,9 @@ def load_job(settings: Settings, name: str) -> JobSpec:
         if isinstance(value, (Mapping, list)) or value is None:
             problems.append(f"params.{key}: must be a single value (string, number or bool)")
 
+    checks, check_problems = parse_checks(raw["checks"]) if "checks" in raw else ({}, [])
+    problems += check_problems
+
     job_class = None
     if "class" not in raw:
         problems.append("class: missing (module.path:ClassName or file.py:ClassName)")
@@ -84,7 +91,7 @@ def load_job(settings: Settings, name: str) -> JobSpec:
         raise ConfigError(str(path), problems)
     return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
                    params={str(k): text_value(v) for k, v in params.items()},
-                   description=str(raw.get("description", "")))
+                   description=str(raw.get("description", "")), checks=checks)
 
 
 def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:

@@ -128,12 +128,13 @@ def run_job(
         if recovered is not None:  # it settled the last run: read its new status
             last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
-                               run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs)
-        attempt = last.attempt + 1 if last and last.status == "failed" else 1
+                               run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs,
+                               attempt=last.attempt + 1 if last and last.status == "failed"
+                               else 1)
         params = {**spec.params, **(args or {})}
-        ctx, run = _execute(spec, identity, params, options, attempt, store, session, engine,
+        ctx, run = _execute(spec, identity, params, options, store, session, engine,
                             connections, dry_run=dry_run)
-    return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=attempt,
+    return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=run.attempt,
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
                      inputs=ctx.inputs(), outputs=ctx.outputs(),
@@ -141,7 +142,7 @@ def run_job(
 
 
 def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
-             options: BookmarkOptions, attempt: int, store: StateStore,
+             options: BookmarkOptions, store: StateStore,
              spark: SparkSession, engine: DeltaEngine, connections: Connections, *,
              dry_run: bool = False, recovery: str | None = None) -> tuple[JobContext, Run]:
     """Steps 2-4 of the protocol for one run (a new one, or the replay of one)."""
@@ -149,10 +150,11 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
                                                 ("bookmark_to", options.to_run)) if v}}
     run = Run(job=spec.name, run_id=identity.run_id, run_seq=identity.run_seq,
               status="running", mode=options.mode, started_at=datetime.now(UTC),
-              attempt=attempt, arguments=arguments, recovery=recovery)
+              attempt=identity.attempt, arguments=arguments, recovery=recovery)
     steps = None if dry_run else _Steps(store, run)
     ctx = JobContext(spark=spark, run=identity, params=params, bookmark=options, store=store,
-                     engine=engine, connections=connections, hooks=steps, dry_run=dry_run)
+                     engine=engine, connections=connections, checks=spec.checks, hooks=steps,
+                     dry_run=dry_run)
     if steps is None:
         spec.job_class().run(ctx)
         return ctx, run
@@ -220,12 +222,12 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     pinned = {c: PinnedRead(tuple(by_context.get(c, ())), states.get(c))
               for c in {*by_context, *states}}
     identity = RunIdentity(job=spec.name, run_id=last.run_id, run_seq=last.run_seq,
-                           pinned=pinned)
+                           pinned=pinned, attempt=last.attempt + 1)
     params = {k: v for k, v in last.arguments.items()
               if k not in ("bookmark_from", "bookmark_to")}
     options = BookmarkOptions.parse(spec.name, last.mode)
-    _execute(spec, identity, params, options, last.attempt + 1, store, spark, engine,
-             connections, recovery="replayed")
+    _execute(spec, identity, params, options, store, spark, engine, connections,
+             recovery="replayed")
     return Recovery(last.run_id, last.run_seq, "replayed")
 
 

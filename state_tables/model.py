@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-__all__ = ["Bookmark", "BookmarkEvent", "ProcessedFile", "Run", "RunStatus", "Watermark"]
+__all__ = ["Bookmark", "BookmarkEvent", "DqResult", "ProcessedFile", "Run", "RunStatus",
+           "Watermark"]
 
 RunStatus = Literal["running", "committing", "succeeded", "failed", "aborted"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
@@ -84,3 +85,32 @@ class Watermark:
     value_type: str  # Spark's simple type string: timestamp, date, bigint, ...
     rows: int
     committed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class DqResult:
+    """One rule of a rule set evaluated on what a run was about to write to a target.
+
+    ``outcome``: passed | failed | error. ``action``: what the gate did with the rows:
+    written (every rule passed), warned (written anyway), quarantined (rows breaking
+    row-level rules went to the quarantine table) or rejected (nothing written).
+    """
+
+    job: str
+    run_id: str
+    run_seq: int
+    attempt: int
+    ruleset: str
+    target: str
+    policy: str
+    rule: str
+    kind: str
+    outcome: str
+    action: str
+    rows: int
+    observed: Any = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    sample: tuple[Any, ...] = ()
+    message: str | None = None
+    evaluated_at: datetime | None = None

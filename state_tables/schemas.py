@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from framework.errors import StateSchemaError
 
-__all__ = ["BOOKMARKS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES", "WATERMARKS",
-           "upgrade"]
+__all__ = ["BOOKMARKS", "DQ_RESULTS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES",
+           "WATERMARKS", "upgrade"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -114,8 +114,35 @@ WATERMARKS = StateTable(
     ),
 )
 
+DQ_RESULTS = StateTable(
+    name="dq_results",
+    version=1,
+    columns=(
+        ("schema_version", pa.int32(), False, "version of this row's layout"),
+        ("job", pa.string(), False, "job name"),
+        ("run_id", pa.string(), False, "the run whose rows were checked"),
+        ("run_seq", pa.int64(), False, "that run's per-job number"),
+        ("attempt", pa.int32(), False, "that run's attempt (a replay checks again)"),
+        ("ruleset", pa.string(), False, "the rule set (checks.<name> in the job's conf)"),
+        ("target", pa.string(), False, "the Delta table the rule set gated"),
+        ("policy", pa.string(), False, "fail | quarantine | warn"),
+        ("rule", pa.string(), False, "the rule, written as in Glue DQDL"),
+        ("kind", pa.string(), False, "IsComplete, ColumnValues, ... or a GX expectation"),
+        ("outcome", pa.string(), False, "passed | failed | error (could not be evaluated)"),
+        ("action", pa.string(), False, "what the gate did: written | warned | quarantined "
+         "| rejected (nothing written)"),
+        ("rows", pa.int64(), False, "rows checked"),
+        ("observed", pa.string(), True, "GX's observed value, as JSON"),
+        ("unexpected_count", pa.int64(), True, "rows breaking the rule (row-level rules)"),
+        ("unexpected_percent", pa.float64(), True, "their percentage of non-null values"),
+        ("sample", pa.string(), True, "JSON list of up to 5 failing values"),
+        ("message", pa.string(), True, "why the rule could not be evaluated"),
+        ("evaluated_at", TS, False, "when (UTC)"),
+    ),
+)
+
 TABLES: Mapping[str, StateTable] = {
-    t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES, WATERMARKS)}
+    t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES, WATERMARKS, DQ_RESULTS)}
 
 # MIGRATIONS[table][n] turns a row of version n into a row of version n + 1.
 MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
@@ -128,6 +155,7 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
     "bookmarks": {1: lambda row: {**row, "restored_from_seq": None}},
     "processed_files": {},
     "watermarks": {},
+    "dq_results": {},
 }
 
 

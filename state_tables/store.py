@@ -16,9 +16,10 @@ import pyarrow.compute as pc
 
 from framework.delta import log
 from framework.errors import StateHistoryError, VersionNotFoundError
-from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
+from state_tables.model import Bookmark, DqResult, ProcessedFile, Run, Watermark
 from state_tables.schemas import (
     BOOKMARKS,
+    DQ_RESULTS,
     PROCESSED_FILES,
     RUNS,
     WATERMARKS,
@@ -78,6 +79,14 @@ class StateStore:
                          tag: Mapping[str, Any] | None = None) -> None:
         """Append bookmark rows (a run's plan, or a rewind or reset) in one commit."""
         self._append(BOOKMARKS, [_bookmark_row(b) for b in bookmarks], tag)
+
+    def record_dq_results(self, results: Sequence[DqResult]) -> None:
+        """Append the results of one rule set's evaluation in one commit (each row's
+        ``evaluated_at`` defaults to now, so rows keep their order)."""
+        if results:
+            self._append(DQ_RESULTS, [_dq_row(r) for r in results],
+                         {"job": results[0].job, "run_seq": results[0].run_seq,
+                          "run_id": results[0].run_id})
 
     def _append(self, table: StateTable, rows: list[dict[str, Any]],
                 tag: Mapping[str, Any] | None = None) -> None:
@@ -173,6 +182,19 @@ class StateStore:
             if mark.run_seq in committed[mark.job]:
                 newest.setdefault((mark.job, mark.context), mark)
         return list(newest.values())
+
+    def dq_results(self, job: str, run_id: str | None = None) -> list[DqResult]:
+        """The data-quality results of one run of ``job`` (default: its latest run that
+        has some), from that run's latest attempt, in evaluation order."""
+        filters = [("job", "=", job)] + ([("run_id", "=", run_id)] if run_id else [])
+        rows = self._read_where(DQ_RESULTS, filters)
+        if not len(rows):
+            return []
+        if run_id is None:
+            rows = rows.filter(pc.equal(rows["run_seq"], pc.max(rows["run_seq"])))
+        rows = rows.filter(pc.equal(rows["attempt"], pc.max(rows["attempt"])))
+        return sorted((_dq(r) for r in _upgraded(DQ_RESULTS, rows)),
+                      key=lambda r: r.evaluated_at)
 
     def _committed_seqs(self, job: str) -> pa.Array:
         """run_seq of the job's runs that succeeded in enable mode (a final status)."""
@@ -398,3 +420,29 @@ def _typed(value: Any, value_type: str) -> Any:
     if value_type.startswith("decimal"):
         return Decimal(value)
     return value
+
+
+def _dq_row(result: DqResult) -> dict[str, Any]:
+    return {"schema_version": DQ_RESULTS.version, "job": result.job, "run_id": result.run_id,
+            "run_seq": result.run_seq, "attempt": result.attempt, "ruleset": result.ruleset,
+            "target": result.target, "policy": result.policy, "rule": result.rule,
+            "kind": result.kind, "outcome": result.outcome, "action": result.action,
+            "rows": result.rows,
+            "observed": None if result.observed is None else json.dumps(
+                result.observed, default=_iso),
+            "unexpected_count": result.unexpected_count,
+            "unexpected_percent": result.unexpected_percent,
+            "sample": json.dumps(list(result.sample), default=_iso),
+            "message": result.message, "evaluated_at": result.evaluated_at or _now()}
+
+
+def _dq(row: dict[str, Any]) -> DqResult:
+    return DqResult(job=row["job"], run_id=row["run_id"], run_seq=row["run_seq"],
+                    attempt=row["attempt"], ruleset=row["ruleset"], target=row["target"],
+                    policy=row["policy"], rule=row["rule"], kind=row["kind"],
+                    outcome=row["outcome"], action=row["action"], rows=row["rows"],
+                    observed=None if row["observed"] is None else json.loads(row["observed"]),
+                    unexpected_count=row["unexpected_count"],
+                    unexpected_percent=row["unexpected_percent"],
+                    sample=tuple(json.loads(row["sample"] or "[]")), message=row["message"],
+                    evaluated_at=row["evaluated_at"])

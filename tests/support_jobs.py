@@ -156,3 +156,11 @@ class TableToTwoTargets(IncrementalJob):
         df = read_db(ctx)
         ctx.write_delta(df, ctx.params["target"])
         ctx.write_delta(df, ctx.params["archive"])
+
+
+class CheckedCopy(IncrementalJob):
+    """Landing order files -> a Delta table through the rule set named by ``ruleset``."""
+
+    def run(self, ctx):
+        df = read(ctx, schema="order_id BIGINT, email STRING, amount DOUBLE, status STRING")
+        ctx.write_delta(df, ctx.params["target"], checks=ctx.params["ruleset"])

@@ -43,9 +43,11 @@ class Workspace:
         self.settings = load_settings(conf_dir=self.conf)
         return name
 
-    def declare(self, name="copy", cls="CopyFiles", bookmark="enable", **params):
+    def declare(self, name="copy", cls="CopyFiles", bookmark="enable", checks=None, **params):
         spec = {"class": f"{SUPPORT}:{cls}", "bookmark": bookmark,
                 "params": {"landing": str(self.landing), "target": self.target, **params}}
+        if checks is not None:
+            spec["checks"] = checks
         (self.conf / "jobs" / f"{name}.yaml").write_text(yaml.safe_dump(spec))
 
     def land(self, rows=3, name=None) -> Path:

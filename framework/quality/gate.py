@@ -1,0 +1,183 @@
+"""Evaluate a rule set with great-expectations on a Spark DataFrame; split rows for quarantine.
+
+great-expectations takes seconds to import, so it is imported here, on first use, and only
+by jobs that have rules. Rules are evaluated in one GX validation that asks only for
+counts (GX then bundles the aggregate metrics into few Spark jobs); a second, smaller one
+collects sample values for the expectations that failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from framework.quality.rules import Rule, RuleSet
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["BROKEN_RULES_COLUMN", "RuleOutcome", "action", "build_expectation", "evaluate",
+           "mark"]
+
+Outcome = Literal["passed", "failed", "error"]
+Action = Literal["written", "warned", "quarantined", "rejected"]
+
+#: the quarantine table's column listing the rules each row broke
+BROKEN_RULES_COLUMN = "_dq_broken_rules"
+
+SAMPLE_SIZE = 5
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """What evaluating one rule found."""
+
+    rule: Rule
+    outcome: Outcome
+    #: GX's observed value (a count, ratio, type, ...) when the rule has one
+    observed: Any = None
+    #: rows that broke the rule (summed over its expectations), for row-level kinds
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    sample: tuple[Any, ...] = ()
+    #: why the rule could not be evaluated (outcome error)
+    message: str | None = None
+
+    def summary(self) -> str:
+        """One short line: the rule and what broke it."""
+        if self.outcome == "error":
+            return f"{self.rule.text}: error ({self.message})"
+        detail = []
+        if self.unexpected_count:
+            detail.append(f"{self.unexpected_count} rows")
+        elif self.observed is not None:
+            detail.append(f"observed {self.observed!r}")
+        if self.sample:
+            detail.append("e.g. " + ", ".join(repr(v) for v in self.sample[:3]))
+        return f"{self.rule.text}" + (f" ({'; '.join(detail)})" if detail else "")
+
+
+def build_expectation(name: str, kwargs: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None
+                      ) -> Any:
+    """The GX expectation ``name`` (a class in ``great_expectations.expectations``).
+
+    Raises:
+        ValueError: no such expectation. GX's own errors for bad arguments.
+    """
+    expectations = _gx().expectations
+    cls = getattr(expectations, name, None)
+    if not isinstance(cls, type):
+        raise ValueError(f"great-expectations has no expectation {name}")
+    return cls(**kwargs, meta=dict(meta or {}))
+
+
+def evaluate(df: DataFrame, ruleset: RuleSet) -> list[RuleOutcome]:
+    """Evaluate every rule of ``ruleset`` on ``df`` (cache ``df`` first: GX reads it a few
+    times). A rule that cannot be evaluated (a missing column, bad SQL) has outcome error."""
+    # Rules may share an expectation (IsPrimaryKey and IsUnique); GX runs each once.
+    unique = list(dict.fromkeys(_key(e) for rule in ruleset.rules for e in rule.expectations))
+    found = _validate(df, unique, partial=0)
+    failed = [key for key, r in found.items()
+              if not r.success and (r.result or {}).get("unexpected_count")]
+    samples = _validate(df, failed, partial=SAMPLE_SIZE) if failed else {}
+    return [_outcome(rule, [found[_key(e)] for e in rule.expectations],
+                     [samples[_key(e)] for e in rule.expectations if _key(e) in samples])
+            for rule in ruleset.rules]
+
+
+def _outcome(rule: Rule, results: Sequence[Any], samples: Sequence[Any]) -> RuleOutcome:
+    def values(name: str) -> list[Any]:
+        return [r.result[name] for r in results if (r.result or {}).get(name) is not None]
+
+    errors = [e for e in map(_error, results) if e]
+    counts, percents, observed = (values("unexpected_count"), values("unexpected_percent"),
+                                  values("observed_value"))
+    sample = [v for r in samples for v in r.result.get("partial_unexpected_list") or ()]
+    return RuleOutcome(
+        rule=rule,
+        outcome="error" if errors else "passed" if all(r.success for r in results)
+        else "failed",
+        observed=observed[0] if len(observed) == 1 else observed or None,
+        unexpected_count=sum(counts) if counts else None,
+        unexpected_percent=max(percents) if percents else None,
+        sample=tuple(sample[:SAMPLE_SIZE]), message="; ".join(errors) or None)
+
+
+def action(ruleset: RuleSet, outcomes: Sequence[RuleOutcome]) -> Action:
+    """What the gate does with the rows, by the rule set's policy: write them (every rule
+    passed), write them with a warning, quarantine the rows breaking row-level rules (only
+    when nothing else failed), or reject them all."""
+    failed = [o for o in outcomes if o.outcome != "passed"]
+    if not failed:
+        return "written"
+    if ruleset.policy == "warn":
+        return "warned"
+    if ruleset.policy == "quarantine" and all(o.rule.row_level and o.outcome == "failed"
+                                              for o in failed):
+        return "quarantined"
+    return "rejected"
+
+
+def mark(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
+    """``df`` with ``_dq_broken_rules``: the texts of the row-level rules each row breaks
+    (empty for rows that pass them all)."""
+    from pyspark.sql import functions as F
+
+    broken = [F.when(~F.coalesce(r.passes(), F.lit(False)), F.lit(r.text))
+              for r in rules if r.row_level]
+    return df.withColumn(BROKEN_RULES_COLUMN,
+                         F.filter(F.array(*broken), lambda text: text.isNotNull()))
+
+
+def _validate(df: DataFrame, expectations: Sequence[tuple[str, str]], *, partial: int
+              ) -> dict[tuple[str, str], Any]:
+    """Run ``expectations`` (keys from ``_key``) in one GX validation: results by key."""
+    gx = _gx()
+    context = gx.get_context(mode="ephemeral", project_config=_project_config())
+    batch = (context.data_sources.add_spark("deltamark", persist=False)
+             .add_dataframe_asset("rows").add_batch_definition_whole_dataframe("all"))
+    suite = gx.ExpectationSuite(name="checks")
+    for i, (name, kwargs) in enumerate(expectations):
+        suite.add_expectation(build_expectation(name, json.loads(kwargs), meta={"at": i}))
+    validation = gx.ValidationDefinition(name="checks", data=batch,
+                                         suite=context.suites.add(suite))
+    result = validation.run(batch_parameters={"dataframe": df}, result_format={
+        "result_format": "BASIC", "partial_unexpected_count": partial})
+    return {expectations[r.expectation_config.meta["at"]]: r for r in result.results}
+
+
+def _key(expectation: tuple[str, Mapping[str, Any]]) -> tuple[str, str]:
+    name, kwargs = expectation
+    return name, json.dumps(kwargs, sort_keys=True, default=str)
+
+
+def _error(result: Any) -> str | None:
+    info = result.exception_info or {}
+    if info.get("raised_exception"):
+        return " ".join(str(info.get("exception_message")).split())[:300]
+    # several exceptions come keyed by metric
+    messages = [v.get("exception_message") for v in info.values()
+                if isinstance(v, Mapping) and v.get("raised_exception")]
+    return " ".join(str(messages[0]).split())[:300] if messages else None
+
+
+def _project_config() -> Any:
+    from great_expectations.data_context.types.base import (
+        DataContextConfig,
+        InMemoryStoreBackendDefaults,
+        ProgressBarsConfig,
+    )
+
+    return DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(),
+                             analytics_enabled=False,
+                             progress_bars=ProgressBarsConfig(globally=False))
+
+
+def _gx() -> Any:
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations
+
+    return great_expectations

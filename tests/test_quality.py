@@ -1,0 +1,310 @@
+"""Data-quality gates: every rule kind through great-expectations, the three policies on
+real job runs (target, quarantine and bookmark checked), results in the state and CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from framework.cli import app
+from framework.delta import delta_engine
+from framework.errors import ConfigError, DataQualityError, JobError, JobFailedError
+from framework.job_config import load_job
+from framework.quality import parse_checks
+
+ROWS = [(1, "a@x.com", 10.0, "new", "DE"), (2, "b@x.com", 20.0, "paid", "FR"),
+        (2, None, -5.0, "lost", "DEU"), (4, "bad", 20000.0, "new", None),
+        (None, "e@x.com", 30.0, "paid", "IT")]
+SCHEMA = "order_id BIGINT, email STRING, amount DOUBLE, status STRING, country STRING"
+ALL_COLUMNS = {"order_id": "bigint", "email": "string", "amount": "double",
+               "status": "string", "country": "string"}
+
+# rule -> (outcome, failing rows or observed value) on ROWS
+CASES = [
+    ({"IsComplete": "email"}, "failed", 1),
+    ({"IsComplete": "status"}, "passed", 0),
+    ({"Completeness": {"column": "email", "at_least": 0.8}}, "passed", 0.8),
+    ({"Completeness": {"column": "email", "at_least": 0.9}}, "failed", 0.8),
+    ({"IsUnique": "order_id"}, "failed", 2),
+    ({"IsUnique": "country"}, "passed", 0),
+    ({"Uniqueness": {"column": "order_id", "at_least": 0.7}}, "passed", 0.75),
+    ({"Uniqueness": {"column": "order_id", "at_least": 0.9}}, "failed", 0.75),
+    ({"IsPrimaryKey": "order_id"}, "failed", 3),
+    ({"IsPrimaryKey": ["order_id", "status"]}, "failed", 1),
+    ({"IsPrimaryKey": ["status", "amount"]}, "passed", 0),
+    ({"ColumnValues": {"column": "amount", "between": [0, 10000]}}, "failed", 2),
+    ({"ColumnValues": {"column": "amount", "at_least": 0}}, "failed", 1),
+    ({"ColumnValues": {"column": "amount", "between": [-10, 30000]}}, "passed", 0),
+    ({"ColumnValues": {"column": "status", "in": ["new", "paid"]}}, "failed", 1),
+    ({"ColumnValues": {"column": "status", "in": ["new", "paid", "lost"]}}, "passed", 0),
+    ({"ColumnValues": {"column": "email", "matches": r"^\S+@\S+$"}}, "failed", 1),
+    ({"ColumnLength": {"column": "country", "between": [2, 2]}}, "failed", 1),
+    ({"ColumnLength": {"column": "country", "between": [2, 3]}}, "passed", 0),
+    ({"ColumnExists": "amount"}, "passed", None),
+    ({"ColumnExists": "discount"}, "failed", None),
+    ({"RowCount": {"between": [1, 10]}}, "passed", 5),
+    ({"RowCount": {"at_least": 6}}, "failed", 5),
+    ({"SchemaMatch": {"columns": ALL_COLUMNS}}, "passed", None),
+    ({"SchemaMatch": {"columns": {**ALL_COLUMNS, "amount": "bigint"}}}, "failed", None),
+    ({"SchemaMatch": {"columns": {"amount": "double"}, "exact": False}}, "passed", None),
+    ({"CustomSql": {"sql": "SELECT * FROM primary WHERE amount < 0"}}, "failed", 1),
+    ({"CustomSql": {"sql": "SELECT COUNT(*) FROM primary", "between": [1, 10]}}, "passed", 0),
+    ({"expect_column_max_to_be_between": {"column": "amount", "max_value": 100}},
+     "failed", 20000.0),
+    ({"ExpectColumnDistinctValuesToBeInSet": {"column": "status",
+                                             "value_set": ["new", "paid", "lost"]}},
+     "passed", None),
+    ({"IsComplete": "no_such_column"}, "error", None),
+]
+
+
+@pytest.fixture(scope="module")
+def evaluated(spark):
+    from framework.quality import gate
+
+    df = spark.createDataFrame(ROWS, SCHEMA).cache()
+    sets, problems = parse_checks({"all": {"rules": [rule for rule, _, _ in CASES]}})
+    assert problems == []
+    outcomes = gate.evaluate(df, sets["all"])
+    marked = gate.mark(df, [r for r in sets["all"].rules if "no_such_column" not in r.text])
+    broken = [r[gate.BROKEN_RULES_COLUMN] for r in marked.collect()]
+    return outcomes, broken
+
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.mark.parametrize(("rule", "outcome", "measure"), CASES,
+                         ids=[next(iter(rule)) + f"-{i}" for i, (rule, _, _) in enumerate(CASES)])
+def test_each_rule_kind_is_evaluated_by_great_expectations(evaluated, rule, outcome, measure):
+    outcomes, _ = evaluated
+    found = outcomes[CASES.index((rule, outcome, measure))]
+    assert found.outcome == outcome, found
+    if outcome == "error":
+        assert "no_such_column" in found.message
+    elif found.rule.row_level:
+        assert (found.unexpected_count or 0) == measure
+    elif measure is not None:
+        observed = found.observed if not isinstance(found.observed, list) else found.observed[0]
+        assert observed == pytest.approx(measure)
+
+
+def test_rows_marked_for_quarantine_match_the_counts_great_expectations_reports(evaluated):
+    outcomes, broken = evaluated
+    for found in outcomes:
+        if found.rule.row_level and found.outcome != "error":
+            marked = sum(found.rule.text in rules for rules in broken)
+            assert marked == (found.unexpected_count or 0), found.rule.text
+    # a failing value sample comes with failing row-level rules
+    values = next(o for o in outcomes if o.rule.text.startswith('ColumnValues "amount" between'))
+    assert sorted(values.sample) == [-5.0, 20000.0]
+
+
+def test_rule_sets_are_validated_all_at_once_naming_each_key(tmp_path):
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "bad.yaml").write_text(json.dumps({
+        "class": "jobs.orders_ingest:OrdersIngest",
+        "checks": {
+            "orders": {"policy": "quarantine", "rules": [
+                {"IsComplete": "id"}, {"Completeness": {"column": "id", "at_least": 2}},
+                {"ColumnValues": {"column": "email", "matches": "(["}},
+                {"RowCount": {"between": [10, 1]}}, {"NoSuchKind": "x"}]},
+            "other": {"policy": "explode", "rules": []}}}))
+    with pytest.raises(ConfigError) as exc:
+        load_job(_settings(tmp_path), "bad")
+    problems = exc.value.problems
+    assert exc.value.path.endswith("bad.yaml")
+    assert any(p.startswith("checks.orders.quarantine:") for p in problems)
+    assert any(p.startswith("checks.orders.rules[1]: Completeness") for p in problems)
+    assert any(p.startswith("checks.orders.rules[2]: ColumnValues: matches") for p in problems)
+    assert any(p.startswith("checks.orders.rules[3]: RowCount: the low bound") for p in problems)
+    assert any(p.startswith("checks.orders.rules[4]: unknown rule 'NoSuchKind'") for p in problems)
+    assert any(p.startswith("checks.other.policy:") for p in problems)
+    assert any(p.startswith("checks.other.rules:") for p in problems)
+
+
+def test_great_expectations_names_and_arguments_are_checked_at_start_up(tmp_path):
+    _, problems = parse_checks({"s": {"rules": [
+        {"expect_column_values_to_be_purple": {"column": "x"}}]}})
+    assert problems == ["checks: expect_column_values_to_be_purple: great-expectations has "
+                        "no expectation ExpectColumnValuesToBePurple"]
+    _, problems = parse_checks({"s": {"rules": [
+        {"expect_column_mean_to_be_between": {"colum": "x"}}]}})
+    assert len(problems) == 1 and "column" in problems[0]
+
+
+def test_great_expectations_is_imported_only_for_jobs_with_rules():
+    code = ("import sys; from framework import load_settings, run_job; import framework.cli; "
+            "from framework.quality import parse_checks; "
+            "parse_checks({'s': {'rules': [{'IsComplete': 'id'}]}}); "
+            "print('great_expectations' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+
+
+def _settings(root):
+    from framework import load_settings
+
+    return load_settings(conf_dir=root)
+
+
+ORDERS_RULES = [
+    {"IsComplete": "email"},
+    {"IsPrimaryKey": "order_id"},
+    {"ColumnValues": {"column": "amount", "between": [0, 10000]}},
+    {"ColumnValues": {"column": "status", "in": ["new", "paid"]}},
+    {"RowCount": {"at_least": 1}},
+]
+
+
+def land_orders(ws, rows):
+    ws.batches += 1
+    path = ws.landing / f"orders-{ws.batches:03}.json"
+    path.write_text("".join(json.dumps(dict(zip(
+        ("order_id", "email", "amount", "status"), row, strict=True))) + "\n" for row in rows))
+
+
+GOOD = [(1, "a@x.com", 10.0, "new"), (2, "b@x.com", 20.0, "paid")]
+BAD = [(3, "c@x.com", 30.0, "new"), (4, None, 40.0, "new"), (5, "e@x.com", -1.0, "lost"),
+       (5, "f@x.com", 50.0, "paid"), (6, "g@x.com", 60.0, "paid")]
+
+
+def table_rows(ws, path, *columns):
+    df = delta_engine(ws.spark, "embedded").read(path)
+    return sorted(tuple(r) for r in df.select(*columns).collect())
+
+
+def test_fail_policy_writes_nothing_and_keeps_the_bookmark(ws):
+    _declare(ws, "fail")
+    land_orders(ws, GOOD)
+    assert ws.run().status == "succeeded"
+    version = delta_engine(ws.spark, "embedded").version(ws.target)
+    [bookmark] = ws.store.bookmarks("copy")
+    land_orders(ws, BAD)
+    with pytest.raises(JobFailedError) as exc:
+        ws.run()
+    error = exc.value.cause
+    assert isinstance(error, DataQualityError)
+    assert (error.job, error.ruleset, error.target) == ("copy", "orders", ws.target)
+    assert len(error.failures) == 4
+    assert 'IsComplete "email" (1 rows' in str(error)
+    assert "and 1 more" in str(error) and "Nothing was written" in str(error)
+    assert delta_engine(ws.spark, "embedded").version(ws.target) == version
+    assert ws.store.bookmarks("copy") == [bookmark]
+    results = ws.store.dq_results("copy")
+    assert {r.action for r in results} == {"rejected"}
+    assert {r.rule: r.outcome for r in results}['ColumnValues "status" in ["new", "paid"]'] == (
+        "failed")
+    assert ws.store.last_run("copy").status == "failed"
+    # The rejected batch waits: the next run reads it again (and rejects it again).
+    assert ws.run(dry_run=True).inputs["src"]["files"] == 1
+
+
+def test_quarantine_policy_splits_rows_and_counts_add_up(ws):
+    _declare(ws, "quarantine")
+    land_orders(ws, GOOD + BAD)
+    report = ws.run()
+    assert report.status == "succeeded"
+    written = table_rows(ws, ws.target, "order_id")
+    quarantined = table_rows(ws, _quarantine(ws), "order_id", "_dq_broken_rules", "_dq_run_id")
+    assert written == [(1,), (2,), (3,), (6,)]
+    assert sorted((r[0], sorted(r[1])) for r in quarantined) == [
+        (4, ['IsComplete "email"']),
+        (5, ['ColumnValues "amount" between 0 and 10000', 'ColumnValues "status" in ["new", '
+             '"paid"]', 'IsPrimaryKey "order_id"']),
+        (5, ['IsPrimaryKey "order_id"'])]
+    assert {r[2] for r in quarantined} == {report.run_id}
+    assert len(written) + len(quarantined) == len(GOOD + BAD)
+    results = {r.rule: r for r in ws.store.dq_results("copy")}
+    for rule, result in results.items():
+        if result.unexpected_count is not None:
+            assert result.unexpected_count == sum(rule in r[1] for r in quarantined), rule
+    assert {r.action for r in results.values()} == {"quarantined"}
+    # The bookmark moved: a second run reads nothing new and writes nothing.
+    assert ws.run().inputs["src"]["files"] == 0
+    assert len(table_rows(ws, _quarantine(ws), "order_id")) == 3
+
+
+def test_quarantine_policy_still_fails_on_a_table_level_rule(ws):
+    _declare(ws, "quarantine", extra=[{"RowCount": {"at_least": 100}}])
+    land_orders(ws, GOOD + BAD)
+    with pytest.raises(JobFailedError) as exc:
+        ws.run()
+    assert "only row-level rules can quarantine rows" in str(exc.value.cause)
+    assert not (ws.root / "lake" / "quarantine").exists()
+    assert not (ws.root / "lake" / "target").exists()
+
+
+def test_quarantine_is_exactly_once_across_a_crash_between_the_two_writes(ws):
+    _declare(ws, "quarantine")
+    land_orders(ws, GOOD + BAD)
+    crashed = ws.start_run(DELTAMARK_CRASH_AT="target_committed:1")
+    crashed.communicate(timeout=300)
+    assert crashed.returncode == -9
+    assert len(table_rows(ws, _quarantine(ws), "order_id")) == 3  # quarantine landed first
+    assert not (ws.root / "lake" / "target").exists()
+    report = ws.run()
+    assert report.recovered.action == "replayed"
+    assert table_rows(ws, ws.target, "order_id") == [(1,), (2,), (3,), (6,)]
+    assert len(table_rows(ws, _quarantine(ws), "order_id")) == 3
+    assert [r.attempt for r in ws.store.dq_results("copy")][:1] == [2]
+
+
+def test_warn_policy_writes_everything_and_records_the_failures(ws, caplog):
+    _declare(ws, "warn")
+    land_orders(ws, BAD)
+    with caplog.at_level("WARNING"):
+        assert ws.run().status == "succeeded"
+    assert len(table_rows(ws, ws.target, "order_id")) == len(BAD)
+    assert {r.action for r in ws.store.dq_results("copy")} == {"warned"}
+    assert "written anyway" in caplog.text
+
+
+def test_an_unknown_rule_set_name_is_a_job_error(ws):
+    _declare(ws, "fail", name="nope")
+    land_orders(ws, GOOD)
+    with pytest.raises(JobFailedError) as exc:
+        ws.run()
+    assert isinstance(exc.value.cause, JobError)
+    assert "checks='nope': no such rule set" in str(exc.value.cause)
+
+
+def test_results_through_the_cli_and_sql(ws):
+    _declare(ws, "quarantine")
+    land_orders(ws, GOOD + BAD)
+    report = ws.run()
+    runner = CliRunner()
+    base = ["--conf-dir", str(ws.conf)]
+    text = runner.invoke(app, [*base, "dq", "results", "copy"])
+    assert text.exit_code == 0, text.output
+    assert f"run {report.run_id} (run 1, attempt 1): checks orders on {ws.target}" in text.output
+    assert "7 rows, policy quarantine: quarantined" in text.output
+    assert 'IsComplete "email"' in text.output
+    as_json = json.loads(runner.invoke(app, [*base, "dq", "results", "copy", "--run",
+                                             report.run_id, "--json"]).output)
+    assert len(as_json) == len(ORDERS_RULES)
+    assert {r["rule"]: r["unexpected_count"] for r in as_json}['IsComplete "email"'] == 1
+    missing = runner.invoke(app, [*base, "dq", "results", "copy", "--run", "nope"])
+    assert missing.exit_code == 1 and "run nope: not in the runs table" in missing.output
+    sql = runner.invoke(app, [*base, "sql", "--json",
+                              "SELECT outcome, COUNT(*) AS n FROM dq_results GROUP BY outcome "
+                              "ORDER BY outcome"])
+    assert json.loads(sql.output) == [{"outcome": "failed", "n": 4},
+                                      {"outcome": "passed", "n": 1}]
+
+
+def _quarantine(ws) -> str:
+    return str(ws.root / "lake" / "quarantine")
+
+
+def _declare(ws, policy, *, name="orders", extra=()):
+    ruleset = {"policy": policy, "rules": ORDERS_RULES + list(extra)}
+    if policy == "quarantine":
+        ruleset["quarantine"] = _quarantine(ws)
+    ws.declare(cls="CheckedCopy", checks={"orders": ruleset}, ruleset=name)
