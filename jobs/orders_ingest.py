@@ -2,9 +2,9 @@
 
 Each run reads only the batch files that earlier runs have not processed (bookmark
 context ``orders_src``), stamps each row with its source file and the run that loaded it,
-and appends to the bronze table in one commit tagged with the run. The rule set
-``bronze_orders`` (conf/jobs/orders_ingest.yaml) gates the write: a batch that breaks it
-is rejected whole and waits, unread, until it is resent corrected.
+and appends to the bronze table in one commit tagged with the run. The rule set named by
+the ``checks`` param (``bronze_orders`` in conf/jobs/orders_ingest.yaml) gates the write:
+a batch that breaks it is rejected whole and waits, unread, until it is resent corrected.
 """
 
 from __future__ import annotations
@@ -24,4 +24,5 @@ class OrdersIngest(IncrementalJob):
                                 lineage_column="source_file")
         bronze = orders.withColumn("order_date", F.to_date("ordered_at")).withColumn(
             "loaded_by_run", F.lit(ctx.run_seq))
-        ctx.write_delta(bronze, ctx.params["target"], mode="append", checks="bronze_orders")
+        ctx.write_delta(bronze, ctx.params["target"], mode="append",
+                        checks=ctx.params.get("checks") or None)
