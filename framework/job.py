@@ -260,7 +260,7 @@ class JobContext:
         num_partitions: int | None = None,
         lower_bound: Any = None,
         upper_bound: Any = None,
-        fetch_size: int = 10_000,
+        fetch_size: int = 50_000,
         options: Mapping[str, Any] | None = None,
     ) -> DataFrame:
         """Read the rows of a database table (or query) this context has not read yet.

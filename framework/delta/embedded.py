@@ -96,7 +96,11 @@ class EmbeddedEngine(DeltaEngine):
         staging = os.path.join(root, STAGING_DIR, uuid.uuid4().hex)
         placed: list[str] = []
         try:
-            writer = df.write.mode("errorifexists").option("compression", "snappy")
+            # The staging directory is private and its files are placed by the driver after
+            # the job, so task outputs can go straight there (committer v2, no _SUCCESS).
+            writer = (df.write.mode("errorifexists").option("compression", "snappy")
+                      .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
+                      .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
             if partitions:
                 writer = writer.partitionBy(*partitions)
             with session_conf(self.spark, "spark.sql.parquet.outputTimestampType",
@@ -206,6 +210,9 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         return df, StructType([StructField(f.name, f.dataType, True) for f in df.schema.fields])
 
     table_fields = _spark_schema(current.schema_json).fields
+    if [(f.name, f.dataType) for f in df.schema.fields] == [
+            (f.name, f.dataType) for f in table_fields] and not problems:
+        return df, StructType(table_fields)  # already the table's layout: no projection
     columns, fields = [], []
     for field in table_fields:
         given = incoming.get(field.name)

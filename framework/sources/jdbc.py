@@ -150,7 +150,7 @@ class JdbcSource:
     num_partitions: int | None = None
     lower_bound: Any = None
     upper_bound: Any = None
-    fetch_size: int = 10_000
+    fetch_size: int = 50_000
     options: Mapping[str, str] = field(default_factory=dict)
 
     @property

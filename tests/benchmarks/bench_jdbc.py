@@ -77,7 +77,7 @@ def scenario(spark, scratch: Path, db, total: int) -> dict[str, float]:
         df = (spark.read.format("jdbc").option("url", db.url)
               .option("driver", "org.postgresql.Driver").option("dbtable", "orders")
               .option("user", db.user).option("password", db.password)
-              .option("fetchsize", "10000").option("partitionColumn", "id")
+              .option("fetchsize", "50000").option("partitionColumn", "id")
               .option("lowerBound", str(lower)).option("upperBound", str(upper))
               .option("numPartitions", str(os.cpu_count())).load())
         engine.write(df, str(scratch / "full_target"), mode="overwrite")
