@@ -4,8 +4,10 @@
 # jobs/orders_silver.py reads only the bronze versions it has not seen into silver. A batch
 # with broken orders is rejected by the ingest's data-quality gate, shown, and resent. Then
 # jobs/customers_sync.py keeps a Delta copy of a changing database table (SQLite, over
-# JDBC) current: new and updated customers are read by updated_at and merged by id. Last,
-# jobs/order_documents.py relationalizes nested order documents into flat tables.
+# JDBC) current: new and updated customers are read by updated_at and merged by id.
+# jobs/order_documents.py relationalizes nested order documents into flat tables. Last, the
+# workflow conf/workflows/orders_pipeline.yaml runs ingest -> silver -> gold, skips what
+# follows a rejected batch, and resumes once the batch is resent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/setup.sh
@@ -63,3 +65,22 @@ from framework.delta import log
 for table in sorted(Path('$documents_lake').iterdir()):
     rows = log.read_rows(str(table))
     print(f'{table.name:<24} {rows.num_rows:>4} rows  {rows.column_names}')"
+
+# The orders pipeline as a workflow, in a directory of its own (the conf's relative paths
+# land under it): ingest -> silver (checked) -> gold, each job triggered by the one before.
+dm_pipeline() { (cd data/demo/pipeline && export DELTAMARK_STATE_ROOT=state DELTAMARK_CONF_DIR=../../../conf && show ../../../.venv/bin/deltamark "$@"); }
+pipeline_landing=data/demo/pipeline/data/landing/orders
+mkdir -p data/demo/pipeline
+show .venv/bin/python -m jobs.orders_landing --landing "$pipeline_landing" --batches 2
+dm_pipeline workflow run orders_pipeline
+show .venv/bin/python -m jobs.orders_landing --landing "$pipeline_landing" --batches 1 --broken 2
+rejected dm_pipeline workflow run orders_pipeline
+workflow_run=$(cd data/demo/pipeline && DELTAMARK_STATE_ROOT=state ../../../.venv/bin/deltamark --conf-dir ../../../conf workflow status orders_pipeline --json | ../../../.venv/bin/python -c "import json, sys; print(json.load(sys.stdin)[0]['workflow_run_id'])")
+show .venv/bin/python -m jobs.orders_landing --landing "$pipeline_landing" --resend
+dm_pipeline workflow resume "$workflow_run"
+dm_pipeline workflow status orders_pipeline
+dm_pipeline workflow export orders_pipeline
+show .venv/bin/python -c "
+from framework.delta import log
+t = log.read_rows('data/demo/pipeline/data/lake/gold/daily_revenue').sort_by('order_date')
+print(t.num_rows, 'gold rows (day, country);', sum(t['orders'].to_pylist()), 'orders in all')"

@@ -35,6 +35,8 @@ __all__ = [
     "TransformError",
     "UnsupportedTableFeatureError",
     "VersionNotFoundError",
+    "WorkflowError",
+    "WorkflowNotFoundError",
     "WriteConflictError",
 ]
 
@@ -159,6 +161,24 @@ class DataQualityError(JobError):
         super().__init__(
             job, f"checks {ruleset} failed for {target}: {shown}{more}. Nothing was "
             f"written; {hint}")
+
+
+class WorkflowNotFoundError(DeltamarkError):
+    """No ``conf/workflows/<name>.yaml`` for the workflow asked for."""
+
+    def __init__(self, workflow: str, conf_dir: str, known: Sequence[str]):
+        self.workflow = workflow
+        super().__init__(f"workflow {workflow}: no {conf_dir}/workflows/{workflow}.yaml "
+                         f"(workflows there: {', '.join(known) or 'none'}). Check the name or "
+                         "--conf-dir.")
+
+
+class WorkflowError(DeltamarkError):
+    """A workflow cannot be run, resumed or exported as asked; ``workflow`` names it."""
+
+    def __init__(self, workflow: str, message: str):
+        self.workflow = workflow
+        super().__init__(f"workflow {workflow}: {message}")
 
 
 class JobFailedError(JobError):

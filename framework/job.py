@@ -19,6 +19,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -139,6 +140,7 @@ class JobContext:
         self._watermarks: dict[str, Watermark] = {}  # by transformation_ctx
         self._recorded_watermarks: set[str] = set()
         self._outputs: dict[str, dict[str, Any]] = {}
+        self._published: dict[str, str] = {}
 
     # --- sources ----------------------------------------------------------------------
 
@@ -218,6 +220,7 @@ class JobContext:
         transformation_ctx: str | None = None,
         bookmark: bool = True,
         change_feed: bool | None = None,
+        version: int | None = None,
     ) -> DataFrame:
         """Read what the Delta table ``table`` gained since this context's last run.
 
@@ -226,18 +229,25 @@ class JobContext:
         or with the table's Change Data Feed (``change_feed=None``: when the table has it)
         every insert, update and delete with ``_change_type``, ``_commit_version`` and
         ``_commit_timestamp``. This is how jobs chain: job B reads job A's target.
+        ``bookmark=False`` reads the whole table, at ``version`` when given (e.g. the
+        version an upstream job published in a workflow).
 
         Raises:
+            JobError: ``version`` with a bookmarked read.
             MissingContextError, TableNotFoundError
             ChangesUnavailableError: rows were changed in place and the table has no Change
                 Data Feed, or the needed history is gone (reset the context to reload).
         """
+        if version is not None and bookmark:
+            raise JobError(self.job_name, f"read_delta({table!r}, version={version}): a "
+                           "version is for whole-table reads; pass bookmark=False.")
         context = self._context(transformation_ctx, bookmark, f"read_delta({table!r})")
+        pinned_end = None if version is None else {"version": version}
         plan = self._state_plan(
             context, delta_source.SOURCE_KIND, tracked=bookmark,
             pinned=delta_source.DeltaPlan.pinned,
             plan=lambda start, end, advance: delta_source.plan_delta(
-                table, start=start, end=end, advance=advance))
+                table, start=start, end=end or pinned_end, advance=advance))
         self._reads[context] = SourceRead(context, delta_source.SOURCE_KIND, plan.counts(),
                                           plan.state() if plan.advance else None)
         self.log.info("%s: versions %s..%d of %s", context,
@@ -558,6 +568,23 @@ class JobContext:
         self.log.warning("checks %s: %s to %s", ruleset.name, "; ".join(summaries),
                          ruleset.quarantine)
         return marked.where(broken == 0).drop(gate.BROKEN_RULES_COLUMN)
+
+    # --- workflows --------------------------------------------------------------------
+
+    def publish(self, name: str, value: Any) -> None:
+        """Publish a run property (e.g. the version this run wrote): in a workflow, the jobs
+        started after this one get it as the param ``name``. Also in the run's report.
+
+        Raises:
+            JobError: ``name`` is not a plain name (letters, digits, ``_``, ``.``, ``-``).
+        """
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]*", name):
+            raise JobError(self.job_name, f"publish({name!r}): a run property's name is "
+                           "letters, digits, '_', '.' or '-', starting with a letter or '_'.")
+        self._published[name] = text_value(value)
+
+    def published(self) -> dict[str, str]:
+        return dict(self._published)
 
     # --- what the runner commits ------------------------------------------------------
 

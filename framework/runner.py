@@ -84,6 +84,8 @@ class RunReport:
     outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     planned_files: Mapping[str, Sequence[str]] = field(default_factory=dict)
     recovered: Recovery | None = None
+    #: run properties the job published (``ctx.publish``)
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 def run_job(
@@ -138,7 +140,8 @@ def run_job(
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
                      inputs=ctx.inputs(), outputs=ctx.outputs(),
-                     planned_files=ctx.planned_files(), recovered=recovered)
+                     planned_files=ctx.planned_files(), recovered=recovered,
+                     properties=ctx.published())
 
 
 def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],

@@ -2,7 +2,9 @@
 
 Chains on jobs/orders_ingest.py: it reads only the bronze versions committed since its
 last run (bookmark context ``bronze_src``), drops rows without an order id or with a
-non-positive amount, keeps one row per order id within the batch, and appends to silver.
+non-positive amount, keeps one row per order id within the batch, and appends to silver,
+through the rule set named by the ``checks`` param (``silver_orders``). It publishes
+``silver_version``, the version it wrote: in a workflow, orders_gold reads silver as of it.
 """
 
 from __future__ import annotations
@@ -19,4 +21,6 @@ class OrdersSilver(IncrementalJob):
                   .dropDuplicates(["order_id"])
                   .select("order_id", "customer_id", "country", "amount", "ordered_at",
                           "order_date", "source_file"))
-        ctx.write_delta(silver, ctx.params["target"], mode="append")
+        written = ctx.write_delta(silver, ctx.params["target"], mode="append",
+                                  checks=ctx.params.get("checks") or None)
+        ctx.publish("silver_version", written.version)

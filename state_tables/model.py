@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-__all__ = ["Bookmark", "BookmarkEvent", "DqResult", "ProcessedFile", "Run", "RunStatus",
-           "Watermark"]
+__all__ = ["Bookmark", "BookmarkEvent", "DqResult", "NodeState", "ProcessedFile", "Run",
+           "RunStatus", "Watermark", "WorkflowNode"]
 
 RunStatus = Literal["running", "committing", "succeeded", "failed", "aborted"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
+NodeState = Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED", "SKIPPED"]
 
 
 @dataclass(frozen=True)
@@ -114,3 +115,32 @@ class DqResult:
     sample: tuple[Any, ...] = ()
     message: str | None = None
     evaluated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class WorkflowNode:
+    """One job of one workflow run: what started it, how it ended, what it published.
+
+    ``state``: RUNNING, then SUCCEEDED, FAILED, TIMEOUT (killed at its time limit),
+    STOPPED (killed otherwise) or SKIPPED (its trigger's conditions can no longer hold).
+    A resumed workflow run lists the jobs it reused with their earlier state and run.
+    """
+
+    workflow: str
+    workflow_run_id: str
+    job: str
+    trigger: str
+    state: NodeState
+    run_id: str | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    #: the params the workflow gave the job (its args there, its trigger's args)
+    arguments: Mapping[str, str] = field(default_factory=dict)
+    #: the run properties when it started (also given as params, taking precedence)
+    run_properties: Mapping[str, str] = field(default_factory=dict)
+    #: the run properties the job published
+    properties: Mapping[str, str] = field(default_factory=dict)
+    error: str | None = None
+    #: the workflow run this one resumes (its row was reused or re-run here)
+    resumed_from: str | None = None
+    updated_at: datetime | None = None

@@ -15,7 +15,7 @@ import pyarrow as pa
 from framework.errors import StateSchemaError
 
 __all__ = ["BOOKMARKS", "DQ_RESULTS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES",
-           "WATERMARKS", "upgrade"]
+           "WATERMARKS", "WORKFLOW_RUNS", "upgrade"]
 
 TS = pa.timestamp("us", tz="UTC")
 
@@ -141,8 +141,34 @@ DQ_RESULTS = StateTable(
     ),
 )
 
+WORKFLOW_RUNS = StateTable(
+    name="workflow_runs",
+    version=1,
+    columns=(
+        ("schema_version", pa.int32(), False, "version of this row's layout"),
+        ("workflow", pa.string(), False, "workflow name (conf/workflows/<workflow>.yaml)"),
+        ("workflow_run_id", pa.string(), False, "unique id of the workflow run"),
+        ("job", pa.string(), False, "the job (node) this row is about"),
+        ("trigger", pa.string(), False, "the trigger that started (or skipped) it"),
+        ("state", pa.string(), False, "RUNNING | SUCCEEDED | FAILED | TIMEOUT | STOPPED | "
+         "SKIPPED; a node has a row per state it reached, the newest (updated_at) is current"),
+        ("run_id", pa.string(), True, "the job's run (runs table)"),
+        ("started_at", TS, True, "when the job started (UTC)"),
+        ("ended_at", TS, True, "when it ended (UTC)"),
+        ("arguments", pa.string(), False, "JSON object: the params the workflow gave the job "
+         "(its args in the workflow, its trigger's args)"),
+        ("run_properties", pa.string(), False, "JSON object: the run properties when it "
+         "started (also given as params, taking precedence)"),
+        ("properties", pa.string(), False, "JSON object: the run properties it published"),
+        ("error", pa.string(), True, "why it failed, timed out or was skipped"),
+        ("resumed_from", pa.string(), True, "the workflow run this one resumes"),
+        ("updated_at", TS, False, "when this row was written (UTC)"),
+    ),
+)
+
 TABLES: Mapping[str, StateTable] = {
-    t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES, WATERMARKS, DQ_RESULTS)}
+    t.name: t for t in (RUNS, BOOKMARKS, PROCESSED_FILES, WATERMARKS, DQ_RESULTS,
+                        WORKFLOW_RUNS)}
 
 # MIGRATIONS[table][n] turns a row of version n into a row of version n + 1.
 MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
@@ -156,6 +182,7 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
     "processed_files": {},
     "watermarks": {},
     "dq_results": {},
+    "workflow_runs": {},
 }
 
 

@@ -16,13 +16,21 @@ import pyarrow.compute as pc
 
 from framework.delta import log
 from framework.errors import StateHistoryError, VersionNotFoundError
-from state_tables.model import Bookmark, DqResult, ProcessedFile, Run, Watermark
+from state_tables.model import (
+    Bookmark,
+    DqResult,
+    ProcessedFile,
+    Run,
+    Watermark,
+    WorkflowNode,
+)
 from state_tables.schemas import (
     BOOKMARKS,
     DQ_RESULTS,
     PROCESSED_FILES,
     RUNS,
     WATERMARKS,
+    WORKFLOW_RUNS,
     StateTable,
     upgrade,
 )
@@ -87,6 +95,13 @@ class StateStore:
             self._append(DQ_RESULTS, [_dq_row(r) for r in results],
                          {"job": results[0].job, "run_seq": results[0].run_seq,
                           "run_id": results[0].run_id})
+
+    def record_workflow_nodes(self, nodes: Sequence[WorkflowNode]) -> None:
+        """Append workflow node states in one commit."""
+        if nodes:
+            self._append(WORKFLOW_RUNS, [_node_row(n) for n in nodes],
+                         {"workflow": nodes[0].workflow,
+                          "workflow_run_id": nodes[0].workflow_run_id})
 
     def _append(self, table: StateTable, rows: list[dict[str, Any]],
                 tag: Mapping[str, Any] | None = None) -> None:
@@ -195,6 +210,24 @@ class StateStore:
         rows = rows.filter(pc.equal(rows["attempt"], pc.max(rows["attempt"])))
         return sorted((_dq(r) for r in _upgraded(DQ_RESULTS, rows)),
                       key=lambda r: r.evaluated_at)
+
+    def workflow_run(self, workflow: str | None = None, workflow_run_id: str | None = None
+                     ) -> list[WorkflowNode]:
+        """The nodes of one workflow run in their current state, in the order they started:
+        the run ``workflow_run_id``, or ``workflow``'s latest."""
+        filters = [(c, "=", v) for c, v in (("workflow", workflow),
+                                             ("workflow_run_id", workflow_run_id)) if v]
+        rows = self._read_where(WORKFLOW_RUNS, filters)
+        if not len(rows):
+            return []
+        if workflow_run_id is None:  # the latest: the run of the newest row
+            newest = rows.sort_by([("updated_at", "descending")]).slice(0, 1)
+            rows = rows.filter(pc.equal(rows["workflow_run_id"],
+                                        newest["workflow_run_id"][0]))
+        ordered = sorted(_upgraded(WORKFLOW_RUNS, rows), key=lambda r: r["updated_at"])
+        current = _first_per(reversed(ordered), ("job",))
+        first_seen = {r["job"]: i for i, r in reversed(list(enumerate(ordered)))}
+        return [_node(r) for r in sorted(current, key=lambda r: first_seen[r["job"]])]
 
     def _committed_seqs(self, job: str) -> pa.Array:
         """run_seq of the job's runs that succeeded in enable mode (a final status)."""
@@ -446,3 +479,25 @@ def _dq(row: dict[str, Any]) -> DqResult:
                     unexpected_percent=row["unexpected_percent"],
                     sample=tuple(json.loads(row["sample"] or "[]")), message=row["message"],
                     evaluated_at=row["evaluated_at"])
+
+
+def _node_row(node: WorkflowNode) -> dict[str, Any]:
+    return {"schema_version": WORKFLOW_RUNS.version, "workflow": node.workflow,
+            "workflow_run_id": node.workflow_run_id, "job": node.job, "trigger": node.trigger,
+            "state": node.state, "run_id": node.run_id, "started_at": node.started_at,
+            "ended_at": node.ended_at,
+            "arguments": json.dumps(dict(node.arguments), sort_keys=True),
+            "run_properties": json.dumps(dict(node.run_properties), sort_keys=True),
+            "properties": json.dumps(dict(node.properties), sort_keys=True),
+            "error": node.error, "resumed_from": node.resumed_from,
+            "updated_at": node.updated_at or _now()}
+
+
+def _node(row: dict[str, Any]) -> WorkflowNode:
+    return WorkflowNode(workflow=row["workflow"], workflow_run_id=row["workflow_run_id"],
+                        job=row["job"], trigger=row["trigger"], state=row["state"],
+                        run_id=row["run_id"], started_at=row["started_at"],
+                        ended_at=row["ended_at"], arguments=json.loads(row["arguments"]),
+                        run_properties=json.loads(row["run_properties"]),
+                        properties=json.loads(row["properties"]), error=row["error"],
+                        resumed_from=row["resumed_from"], updated_at=row["updated_at"])

@@ -164,3 +164,18 @@ class CheckedCopy(IncrementalJob):
     def run(self, ctx):
         df = read(ctx, schema="order_id BIGINT, email STRING, amount DOUBLE, status STRING")
         ctx.write_delta(df, ctx.params["target"], checks=ctx.params["ruleset"])
+
+
+class Step(IncrementalJob):
+    """A workflow step without data: records the params it got (``<out>/<job>.json``),
+    publishes ``<job>_done``, and fails (``fail=true``) or sleeps (``sleep_s``) when told."""
+
+    def run(self, ctx):
+        import time
+
+        p = ctx.params
+        Path(p["out"], f"{ctx.job_name}.json").write_text(json.dumps(p, sort_keys=True))
+        time.sleep(float(p.get("sleep_s", 0)))
+        if p.get("fail") == "true":
+            raise RuntimeError(f"{ctx.job_name} was told to fail")
+        ctx.publish(f"{ctx.job_name}_done", ctx.run_seq)

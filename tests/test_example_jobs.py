@@ -61,6 +61,35 @@ def test_orders_ingest_loads_only_new_batches(spark, tmp_path):
     assert "orders_src: 3 files" in listed.stdout and "orders_src: 2 files" in listed.stdout
 
 
+def test_silver_and_gold_chain_on_the_version_silver_published(spark, tmp_path):
+    state, landing = str(tmp_path / "state"), tmp_path / "landing"
+    bronze, silver, gold = (str(tmp_path / name) for name in ("bronze", "silver", "gold"))
+
+    def run(job, *args):
+        result = deltamark("--state-root", state, "run", job, "--json",
+                           *(f"--arg={a}" for a in args))
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    def chain():
+        run("orders_ingest", f"landing={landing}", f"target={bronze}")
+        return run("orders_silver", f"bronze={bronze}", f"target={silver}")["properties"]
+
+    orders_landing.land(landing, batches=2, orders=30)
+    assert chain() == {"silver_version": "0"}
+    orders_landing.land(landing, batches=1, orders=30)
+    assert chain() == {"silver_version": "1"}
+    # gold as of silver version 0: the first two batches only, whatever silver has since
+    published = run("orders_gold", f"silver={silver}", f"target={gold}",
+                    "silver_version=0")["properties"]
+    assert published == {"gold_version": "0"}
+    table = delta_engine(spark, "embedded").read(gold)
+    assert table.groupBy().sum("orders").first()[0] == 60
+    assert table.count() == table.select("order_date", "country").distinct().count()
+    run("orders_gold", f"silver={silver}", f"target={gold}")  # latest: all three batches
+    assert delta_engine(spark, "embedded").read(gold).groupBy().sum("orders").first()[0] == 90
+
+
 def test_run_usage_and_option_errors(tmp_path):
     bad_arg = deltamark("run", "orders_ingest", "--arg", "novalue")
     assert bad_arg.exit_code == 2 and "'novalue' is not KEY=VALUE" in bad_arg.output

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from framework.cli import bookmarks, dq, runs, watermarks
+from framework.cli import bookmarks, dq, runs, watermarks, workflow
 from framework.cli._common import CliOptions
 from framework.cli.run import run
 from framework.cli.sql import sql
@@ -26,6 +26,7 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(bookmarks.app, name="bookmarks")
 app.add_typer(watermarks.app, name="watermarks")
 app.add_typer(dq.app, name="dq")
+app.add_typer(workflow.app, name="workflow")
 app.command("run")(run)
 app.command("sql")(sql)
 

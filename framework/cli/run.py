@@ -30,7 +30,7 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks."""
-    args = dict(_key_value(a) for a in arg or [])
+    args = dict(key_value(a) for a in arg or [])
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("deltamark").setLevel(logging.INFO)
     with library_errors(ctx):
@@ -40,7 +40,8 @@ def run(
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
 
 
-def _key_value(text: str) -> tuple[str, str]:
+def key_value(text: str) -> tuple[str, str]:
+    """``KEY=VALUE`` from the command line (a usage error otherwise)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise typer.BadParameter(f"'{text}' is not KEY=VALUE", param_hint="--arg")

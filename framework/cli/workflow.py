@@ -1,0 +1,117 @@
+"""deltamark workflow ..."""
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from framework.cli._common import library_errors, options, plain, render
+from framework.cli.run import key_value
+from framework.workflows import (
+    WorkflowReport,
+    airflow_dag,
+    load_workflow,
+    resume_workflow,
+    run_workflow,
+)
+
+app = typer.Typer(help="Workflows: jobs started by triggers on other jobs' outcomes.",
+                  no_args_is_help=True)
+
+
+@app.command("run")
+def run(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The workflow (conf/workflows/<NAME>.yaml).")],
+    arg: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE run property, given to every job; repeat for several.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Run NAME's jobs as its triggers say; exit 1 if a job failed or timed out."""
+    with library_errors(ctx):
+        report = run_workflow(options(ctx).settings(), name,
+                              args=dict(key_value(a) for a in arg or []))
+    _show(report, as_json=as_json)
+
+
+@app.command("resume")
+def resume(
+    ctx: typer.Context,
+    workflow_run_id: Annotated[str, typer.Argument(help="The workflow run to resume.")],
+    from_: Annotated[list[str] | None, typer.Option(
+        "--from", help="Re-run this job and everything downstream (default: the failed "
+                       "ones); repeat for several.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Re-run a workflow run's failed jobs (or --from JOB) and all downstream of them."""
+    with library_errors(ctx):
+        report = resume_workflow(options(ctx).settings(), workflow_run_id,
+                                 from_jobs=from_ or [])
+    _show(report, as_json=as_json)
+
+
+@app.command("status")
+def status(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The workflow.")],
+    run_id: Annotated[str | None, typer.Option(
+        "--run", help="This workflow run (default: the latest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Each job of NAME's latest workflow run (or --run): trigger, state, timings, run id."""
+    with library_errors(ctx):
+        nodes = options(ctx).store().workflow_run(name, run_id)
+    if as_json:
+        render(nodes, as_json=True)
+        return
+    if nodes:
+        first = nodes[0]
+        resumed = f" (resumes {first.resumed_from})" if first.resumed_from else ""
+        typer.echo(f"workflow {name}: run {first.workflow_run_id}{resumed}")
+    render([{"job": n.job, "trigger": n.trigger, "state": n.state, "run_id": n.run_id,
+             "started_at": n.started_at, "ended_at": n.ended_at,
+             "published": n.properties or None, "error": n.error} for n in nodes],
+           as_json=False)
+
+
+@app.command("export")
+def export(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The workflow.")],
+    format_: Annotated[str, typer.Option("--format", help="airflow")] = "airflow",
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file (default: stdout).")] = None,
+    deltamark: Annotated[str, typer.Option(
+        help="The command the tasks run.")] = "deltamark",
+) -> None:
+    """Print (or write) NAME as an Apache Airflow DAG whose tasks call deltamark run."""
+    if format_ != "airflow":
+        raise typer.BadParameter(f"'{format_}': the only format is airflow",
+                                 param_hint="--format")
+    with library_errors(ctx):
+        source = airflow_dag(load_workflow(options(ctx).settings(), name),
+                             deltamark=deltamark)
+    if output is None:
+        typer.echo(source, nl=False)
+    else:
+        output.write_text(source)
+        typer.echo(f"wrote {output}")
+
+
+def _show(report: WorkflowReport, *, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({**asdict(report), "nodes": [plain(asdict(n))
+                                                           for n in report.nodes]},
+                              default=str))
+    else:
+        typer.echo(f"workflow {report.workflow}: run {report.workflow_run_id} "
+                   f"{'succeeded' if report.succeeded else 'failed'}")
+        for node in report.nodes:
+            seconds = (f" in {(node.ended_at - node.started_at).total_seconds():.1f} s"
+                       if node.started_at and node.ended_at else "")
+            detail = f": {node.error}" if node.error else ""
+            typer.echo(f"  {node.job:<24} {node.state}{seconds}{detail}")
+    if not report.succeeded:
+        raise typer.Exit(1)

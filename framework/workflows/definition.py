@@ -1,0 +1,305 @@
+"""Workflow declarations: ``conf/workflows/<name>.yaml``, validated all at once.
+
+    description: orders from landing to gold
+    schedule: "0 6 * * *"            # cron, for an external scheduler (see export)
+    max_concurrency: 2               # jobs running at once
+    run_properties: {region: eu}     # every job gets them as params
+    jobs:                            # conf/jobs/<name>.yaml, with params for this workflow
+      orders_ingest: {args: {landing: data/landing/orders}, timeout_minutes: 30}
+      orders_silver: {}
+      orders_gold: {}
+    triggers:
+      - start: [orders_ingest]                       # the start trigger (no condition)
+      - name: refine
+        when: {all: [{orders_ingest: SUCCEEDED}]}    # all (Glue's AND) or any (ANY)
+        start: [orders_silver]
+      - when: {all: [{orders_silver: SUCCEEDED}]}
+        start: [orders_gold]
+        args: {mode: daily}                          # override the job's args
+
+Parameters a job gets, lowest precedence first: its conf params, the workflow's ``args``
+for it, its trigger's ``args``, then the run properties (the workflow's, those given to
+``workflow run --arg``, and those earlier jobs published).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from framework.config import Settings, read_yaml, text_value
+from framework.errors import ConfigError, WorkflowNotFoundError
+from framework.job_config import job_names
+
+__all__ = ["Condition", "JobState", "Trigger", "Workflow", "WorkflowJob", "load_workflow",
+           "workflow_names"]
+
+JobState = Literal["SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED"]
+
+KNOWN_KEYS = ("description", "schedule", "max_concurrency", "run_properties", "jobs",
+              "triggers")
+_CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``job`` ended in ``state``."""
+
+    job: str
+    state: JobState
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Starts ``start`` when its conditions hold (``all`` of them, or ``any``); the start
+    trigger has none."""
+
+    name: str
+    start: tuple[str, ...]
+    conditions: tuple[Condition, ...] = ()
+    logical: Literal["all", "any"] = "all"
+    args: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_start(self) -> bool:
+        return not self.conditions
+
+
+@dataclass(frozen=True)
+class WorkflowJob:
+    """A job in a workflow: its args for this workflow and its time limit."""
+
+    name: str
+    args: Mapping[str, str] = field(default_factory=dict)
+    timeout_minutes: float | None = None
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """A validated workflow: its jobs and the triggers between them."""
+
+    name: str
+    source: Path
+    jobs: Mapping[str, WorkflowJob]
+    triggers: tuple[Trigger, ...]
+    description: str = ""
+    schedule: str | None = None
+    max_concurrency: int = 2
+    run_properties: Mapping[str, str] = field(default_factory=dict)
+
+    def trigger_of(self, job: str) -> Trigger:
+        """The trigger that starts ``job`` (validation makes it exactly one)."""
+        return next(t for t in self.triggers if job in t.start)
+
+    def downstream(self, jobs: Sequence[str]) -> list[str]:
+        """``jobs`` and every job a trigger starts after them, in workflow order."""
+        found = set(jobs)
+        changed = True
+        while changed:
+            changed = False
+            for trigger in self.triggers:
+                if any(c.job in found for c in trigger.conditions):
+                    new = set(trigger.start) - found
+                    found |= new
+                    changed = changed or bool(new)
+        return [name for name in self.jobs if name in found]
+
+
+def workflow_names(settings: Settings) -> list[str]:
+    """The workflows declared under ``<conf>/workflows``."""
+    return sorted(p.stem for p in (settings.conf_dir / "workflows").glob("*.yaml"))
+
+
+def load_workflow(settings: Settings, name: str) -> Workflow:
+    """Read and validate the workflow ``name``.
+
+    Raises:
+        WorkflowNotFoundError: no such file.
+        ConfigError: every problem in the file (unknown jobs, cycles, unreachable jobs,
+            conflicting triggers, bad keys), each naming its key.
+    """
+    path = settings.conf_dir / "workflows" / f"{name}.yaml"
+    if not path.is_file():
+        raise WorkflowNotFoundError(name, str(settings.conf_dir), workflow_names(settings))
+    raw = read_yaml(path)
+    problems = [f"unknown key '{key}' (known: {', '.join(KNOWN_KEYS)})"
+                for key in raw if key not in KNOWN_KEYS]
+
+    schedule = raw.get("schedule")
+    if schedule is not None and not _is_cron(schedule):
+        problems.append(f"schedule: '{schedule}' is not a cron expression of 5 fields "
+                        "(minute hour day-of-month month day-of-week)")
+    concurrency = raw.get("max_concurrency", 2)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        problems.append("max_concurrency: must be a whole number, at least 1")
+        concurrency = 1
+    properties, bad = _scalars(raw.get("run_properties"), "run_properties")
+    problems += bad
+
+    jobs: dict[str, WorkflowJob] = {}
+    declared = set(job_names(settings))
+    raw_jobs = raw.get("jobs")
+    if not isinstance(raw_jobs, Mapping) or not raw_jobs:
+        problems.append("jobs: must map each job (conf/jobs/<job>.yaml) to its settings")
+        raw_jobs = {}
+    for job, body in raw_jobs.items():
+        where = f"jobs.{job}"
+        if job not in declared:
+            problems.append(f"{where}: unknown job (jobs in conf/jobs: "
+                            f"{', '.join(sorted(declared)) or 'none'})")
+        body = body or {}
+        if not isinstance(body, Mapping):
+            problems.append(f"{where}: must be a mapping with args, timeout_minutes")
+            continue
+        problems += [f"unknown key '{where}.{key}' (known: args, timeout_minutes)"
+                     for key in body if key not in ("args", "timeout_minutes")]
+        args, bad = _scalars(body.get("args"), f"{where}.args")
+        problems += bad
+        timeout = body.get("timeout_minutes")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float)) or timeout <= 0):
+            problems.append(f"{where}.timeout_minutes: must be a positive number")
+            timeout = None
+        jobs[str(job)] = WorkflowJob(str(job), args, timeout)
+
+    triggers = []
+    raw_triggers = raw.get("triggers")
+    if not isinstance(raw_triggers, list) or not raw_triggers:
+        problems.append("triggers: must be a list, starting with the start trigger "
+                        "({start: [job, ...]})")
+        raw_triggers = []
+    for i, body in enumerate(raw_triggers):
+        trigger, bad = _trigger(body, i, jobs)
+        problems += bad
+        if trigger is not None:
+            triggers.append(trigger)
+    if jobs and len(triggers) == len(raw_triggers):
+        problems += _graph_problems(jobs, triggers)
+    if problems:
+        raise ConfigError(str(path), problems)
+    return Workflow(name=name, source=path, jobs=jobs, triggers=tuple(triggers),
+                    description=str(raw.get("description", "")),
+                    schedule=schedule, max_concurrency=concurrency, run_properties=properties)
+
+
+def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
+             ) -> tuple[Trigger | None, list[str]]:
+    where = f"triggers[{i}]"
+    if not isinstance(body, Mapping):
+        return None, [f"{where}: must be a mapping with start, when, args, name"]
+    name = str(body.get("name") or f"trigger_{i}")
+    where = f"triggers[{i}] ({name})" if body.get("name") else where
+    problems = [f"unknown key '{where}.{key}' (known: name, when, start, args)"
+                for key in body if key not in ("name", "when", "start", "args")]
+    start = body.get("start")
+    if isinstance(start, str):
+        start = [start]
+    if not isinstance(start, list) or not start:
+        problems.append(f"{where}.start: list the jobs it starts")
+        start = []
+    problems += [f"{where}.start: '{job}' is not a job of this workflow (jobs:)"
+                 for job in start if job not in jobs]
+    args, bad = _scalars(body.get("args"), f"{where}.args")
+    problems += bad
+    conditions: list[Condition] = []
+    logical = "all"
+    when = body.get("when")
+    if when is not None:
+        if not isinstance(when, Mapping) or len(when) != 1 or next(iter(when)) not in (
+                "all", "any"):
+            problems.append(f"{where}.when: must be {{all: [...]}} or {{any: [...]}} of "
+                            "{job: STATE}")
+        else:
+            [(logical, raw_conditions)] = when.items()
+            if not isinstance(raw_conditions, list) or not raw_conditions:
+                problems.append(f"{where}.when.{logical}: list conditions, e.g. "
+                                "[{orders_ingest: SUCCEEDED}]")
+                raw_conditions = []
+            for condition in raw_conditions:
+                if not isinstance(condition, Mapping) or len(condition) != 1:
+                    problems.append(f"{where}.when.{logical}: each condition is one "
+                                    "'job: STATE' pair")
+                    continue
+                [(job, state)] = condition.items()
+                if job not in jobs:
+                    problems.append(f"{where}.when: '{job}' is not a job of this workflow")
+                if state not in get_args(JobState):
+                    problems.append(f"{where}.when: {job}: '{state}' is not one of "
+                                    f"{', '.join(get_args(JobState))}")
+                conditions.append(Condition(str(job), state))
+    return Trigger(name, tuple(map(str, start)), tuple(conditions), logical, args), problems
+
+
+def _graph_problems(jobs: Mapping[str, WorkflowJob], triggers: Sequence[Trigger]
+                    ) -> list[str]:
+    problems = []
+    starts = [t for t in triggers if t.is_start]
+    if not starts:
+        problems.append("triggers: no start trigger (one without 'when' starts the workflow)")
+    elif len(starts) > 1:
+        problems.append("triggers: conflicting start triggers "
+                        f"({', '.join(t.name for t in starts)}); keep one")
+    started_by: dict[str, list[str]] = {}
+    for trigger in triggers:
+        for job in trigger.start:
+            started_by.setdefault(job, []).append(trigger.name)
+    problems += [f"triggers: conflicting triggers start {job} ({', '.join(names)}); a job "
+                 "has one trigger (combine the conditions with all/any)"
+                 for job, names in started_by.items() if len(names) > 1]
+    # edges: a condition's job -> the jobs its trigger starts
+    edges = {job: {s for t in triggers for s in t.start if any(c.job == job
+                                                                 for c in t.conditions)}
+             for job in jobs}
+    if cycle := _cycle(edges):
+        problems.append(f"triggers: cycle {' -> '.join(cycle)}")
+    reachable = set(starts[0].start) if len(starts) == 1 else set()
+    frontier = list(reachable)
+    while frontier:
+        for nxt in edges.get(frontier.pop(), ()):
+            if nxt not in reachable:
+                reachable.add(nxt)
+                frontier.append(nxt)
+    if starts:
+        problems += [f"jobs.{job}: unreachable (no trigger chain from the start trigger "
+                     "starts it)" for job in jobs if job not in reachable]
+    return problems
+
+
+def _cycle(edges: Mapping[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in edges:
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def _scalars(raw: Any, where: str) -> tuple[dict[str, str], list[str]]:
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [f"{where}: must be a mapping of name -> value"]
+    problems = [f"{where}.{k}: must be a single value (string, number or bool)"
+                for k, v in raw.items() if isinstance(v, (Mapping, list)) or v is None]
+    return {str(k): text_value(v) for k, v in raw.items()}, problems
+
+
+def _is_cron(text: Any) -> bool:
+    fields = str(text).split()
+    return len(fields) == 5 and all(_CRON_FIELD.match(f) for f in fields)

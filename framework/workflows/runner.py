@@ -1,0 +1,274 @@
+"""Run a workflow's graph on this machine; resume a workflow run.
+
+Each job runs as ``deltamark run JOB --json`` in its own process (its own Spark), so a
+time limit can stop it and a failure cannot take the others down. Up to
+``max_concurrency`` run at once. When a job ends, every trigger watching it is looked at:
+one whose conditions hold starts its jobs; one whose conditions can no longer hold marks
+its jobs SKIPPED (and so on downstream). Every state change is a row in the
+``workflow_runs`` state table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Literal
+
+from framework.config import Settings
+from framework.errors import WorkflowError
+from framework.workflows.definition import Trigger, Workflow, load_workflow
+from state_tables.model import WorkflowNode
+from state_tables.store import StateStore
+
+__all__ = ["WorkflowReport", "resume_workflow", "run_workflow"]
+
+#: how long a timed-out job gets to stop after SIGTERM before SIGKILL
+STOP_GRACE_SECONDS = 10
+FINAL = ("SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED", "SKIPPED")
+
+
+@dataclass(frozen=True)
+class WorkflowReport:
+    """A workflow run: each node's final state, and the run properties at the end."""
+
+    workflow: str
+    workflow_run_id: str
+    nodes: tuple[WorkflowNode, ...]
+    properties: Mapping[str, str]
+    resumed_from: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        """Every job that ran succeeded (skipped branches are fine: their conditions said
+        so)."""
+        return all(n.state in ("SUCCEEDED", "SKIPPED") for n in self.nodes)
+
+
+def run_workflow(settings: Settings, name: str, *, args: Mapping[str, str] | None = None
+                 ) -> WorkflowReport:
+    """Run workflow ``name`` from its start trigger; ``args`` are run properties.
+
+    Raises:
+        WorkflowNotFoundError, ConfigError: before anything runs.
+    """
+    workflow = load_workflow(settings, name)
+    return _Run(settings, workflow, {**workflow.run_properties, **(args or {})}).go()
+
+
+def resume_workflow(settings: Settings, workflow_run_id: str, *,
+                    from_jobs: Sequence[str] = ()) -> WorkflowReport:
+    """Re-run the failed (timed-out, stopped) jobs of a workflow run, or ``from_jobs``, and
+    every job downstream of them; reuse what the others did (Glue's ResumeWorkflowRun).
+
+    The jobs keep their bookmarks, so a re-run job reads what the failed run did not
+    commit. The resumed run gets a new id and records the reused jobs as they were.
+
+    Raises:
+        WorkflowError: no such workflow run, an unknown job in ``from_jobs``, or nothing
+            to resume.
+    """
+    store = StateStore(settings.state_root)
+    earlier = store.workflow_run(workflow_run_id=workflow_run_id)
+    if not earlier:
+        raise WorkflowError(workflow_run_id, "no such workflow run. See deltamark workflow "
+                            "status NAME.")
+    workflow = load_workflow(settings, earlier[0].workflow)
+    if unknown := [j for j in from_jobs if j not in workflow.jobs]:
+        raise WorkflowError(workflow.name, f"--from {', '.join(unknown)}: not a job of this "
+                            f"workflow (jobs: {', '.join(workflow.jobs)})")
+    if running := [n.job for n in earlier if n.state == "RUNNING"]:
+        raise WorkflowError(workflow.name, f"run {workflow_run_id} still has "
+                            f"{', '.join(running)} running; wait for it to end.")
+    chosen = list(from_jobs) or [n.job for n in earlier
+                                 if n.state in ("FAILED", "TIMEOUT", "STOPPED")]
+    if not chosen:
+        raise WorkflowError(workflow.name, f"run {workflow_run_id} has no failed, timed-out "
+                            "or stopped job; name the jobs to re-run with --from.")
+    rerun = set(workflow.downstream(chosen))
+    reused = [n for n in earlier if n.job not in rerun and n.state != "SKIPPED"]
+    # the properties the earlier run started with (what its start jobs received), then
+    # what the reused jobs published
+    properties = dict(next((n.run_properties for n in earlier
+                            if workflow.trigger_of(n.job).is_start), {}))
+    for node in reused:
+        properties.update(node.properties)
+    return _Run(settings, workflow, properties, reused=reused,
+                resumed_from=workflow_run_id).go()
+
+
+class _Run:
+    """One workflow run in progress."""
+
+    def __init__(self, settings: Settings, workflow: Workflow, properties: Mapping[str, str],
+                 *, reused: Sequence[WorkflowNode] = (), resumed_from: str | None = None):
+        self.settings, self.workflow = settings, workflow
+        self.store = StateStore(settings.state_root)
+        self.id = uuid.uuid4().hex
+        self.properties = dict(properties)
+        self.resumed_from = resumed_from
+        self.nodes: dict[str, WorkflowNode] = {}
+        self.decided: set[str] = set()  # triggers that fired or can no longer fire
+        self._record([replace(n, workflow_run_id=self.id, resumed_from=resumed_from,
+                              updated_at=None) for n in reused])
+
+    def go(self) -> WorkflowReport:
+        running: dict[Future[WorkflowNode], str] = {}
+        with ThreadPoolExecutor(max_workers=self.workflow.max_concurrency) as pool:
+            try:
+                ready = self._settle()
+                while ready or running:
+                    for job, trigger in ready:
+                        node = self._start(job, trigger)
+                        running[pool.submit(self._execute, node)] = job
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        running.pop(future)
+                        self._finish(future.result())
+                    ready = self._settle()
+            except KeyboardInterrupt:  # stop the jobs, record them STOPPED, then stop too
+                _stop_all()
+                for future in running:
+                    self._finish(future.result())
+                raise
+        nodes = tuple(self.nodes[job] for job in self.workflow.jobs if job in self.nodes)
+        return WorkflowReport(self.workflow.name, self.id, nodes, dict(self.properties),
+                              self.resumed_from)
+
+    def _finish(self, node: WorkflowNode) -> None:
+        self.properties.update(node.properties)
+        self._record([node])
+
+    def _settle(self) -> list[tuple[str, Trigger]]:
+        """Decide every trigger that can be decided now: the jobs to start; SKIPPED rows
+        for the jobs of triggers that can no longer fire (repeated, as skips cascade)."""
+        ready: list[tuple[str, Trigger]] = []
+        changed = True
+        while changed:
+            changed = False
+            for trigger in self.workflow.triggers:
+                if trigger.name in self.decided:
+                    continue
+                verdict = self._verdict(trigger)
+                if verdict == "wait":
+                    continue
+                self.decided.add(trigger.name)
+                changed = True
+                jobs = [j for j in trigger.start if j not in self.nodes]
+                if verdict == "fire":
+                    ready += [(job, trigger) for job in jobs]
+                else:
+                    self._record([WorkflowNode(
+                        self.workflow.name, self.id, job, trigger.name, "SKIPPED",
+                        error=f"{trigger.name}: {_describe(trigger)} can no longer hold",
+                        resumed_from=self.resumed_from) for job in jobs])
+        return ready
+
+    def _verdict(self, trigger: Trigger) -> Literal["fire", "never", "wait"]:
+        if trigger.is_start:
+            return "fire"
+        outcomes = []
+        for condition in trigger.conditions:
+            node = self.nodes.get(condition.job)
+            if node is None or node.state not in FINAL:
+                outcomes.append(None)
+            else:
+                outcomes.append(node.state == condition.state)
+        if trigger.logical == "all":
+            return "never" if False in outcomes else "fire" if all(outcomes) else "wait"
+        return "fire" if True in outcomes else "never" if None not in outcomes else "wait"
+
+    def _start(self, job: str, trigger: Trigger) -> WorkflowNode:
+        node = WorkflowNode(self.workflow.name, self.id, job, trigger.name, "RUNNING",
+                            started_at=datetime.now(UTC),
+                            arguments={**self.workflow.jobs[job].args, **trigger.args},
+                            run_properties=dict(self.properties),
+                            resumed_from=self.resumed_from)
+        self._record([node])
+        return node
+
+    def _execute(self, node: WorkflowNode) -> WorkflowNode:
+        """Run the node's job in its own process, within its time limit."""
+        settings = self.settings
+        command = [sys.executable, "-m", "framework", "--conf-dir", str(settings.conf_dir),
+                   "--state-root", str(settings.state_root), "run", node.job, "--json",
+                   *(f"--arg={k}={v}" for k, v in {**node.arguments,
+                                                   **node.run_properties}.items())]
+        limit = self.workflow.jobs[node.job].timeout_minutes
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        _CHILDREN.add(process)
+        try:
+            out, err = process.communicate(timeout=limit * 60 if limit else None)
+            state = ("SUCCEEDED" if process.returncode == 0 else "FAILED"
+                     if process.returncode > 0 else "STOPPED")
+            error = None if state == "SUCCEEDED" else _last_error(err, process.returncode)
+        except subprocess.TimeoutExpired:
+            _stop(process)
+            out, state = "", "TIMEOUT"
+            error = f"stopped after its time limit of {limit:g} minutes"
+        finally:
+            _CHILDREN.discard(process)
+        report = _report(out)
+        last = self.store.last_run(node.job)
+        run_id = report.get("run_id") or (last.run_id if last and last.started_at >=
+                                          node.started_at else None)
+        return replace(node, state=state, run_id=run_id, ended_at=datetime.now(UTC),
+                       properties=report.get("properties") or {}, error=error,
+                       updated_at=None)
+
+    def _record(self, nodes: Sequence[WorkflowNode]) -> None:
+        for node in nodes:
+            self.nodes[node.job] = node
+        self.store.record_workflow_nodes(nodes)
+
+
+_CHILDREN: set[subprocess.Popen[str]] = set()
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """SIGTERM the job's process group, SIGKILL it if it lingers."""
+    for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, None)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            process.communicate(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _stop_all() -> None:
+    for process in list(_CHILDREN):
+        _stop(process)
+
+
+def _report(stdout: str) -> dict:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return {}
+
+
+def _last_error(stderr: str, returncode: int) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.startswith("error:")]
+    if lines:
+        return lines[-1].removeprefix("error: ")[:2000]
+    return f"exited with code {returncode}"
+
+
+def _describe(trigger: Trigger) -> str:
+    joined = f" {trigger.logical.upper()} ".join(f"{c.job} {c.state}"
+                                                  for c in trigger.conditions)
+    return f"({joined})" if len(trigger.conditions) > 1 else joined
