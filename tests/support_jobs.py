@@ -168,12 +168,17 @@ class CheckedCopy(IncrementalJob):
 
 class Step(IncrementalJob):
     """A workflow step without data: records the params it got (``<out>/<job>.json``),
-    publishes ``<job>_done``, and fails (``fail=true``) or sleeps (``sleep_s``) when told."""
+    publishes ``<job>_done``, and fails (``fail=true``), sleeps (``sleep_s``) or is killed
+    (``kill=true``: SIGKILL, as an operator or the OOM killer would) when told."""
 
     def run(self, ctx):
+        import os
+        import signal
         import time
 
         p = ctx.params
+        if p.get("kill") == "true":
+            os.kill(os.getpid(), signal.SIGKILL)
         Path(p["out"], f"{ctx.job_name}.json").write_text(json.dumps(p, sort_keys=True))
         time.sleep(float(p.get("sleep_s", 0)))
         if p.get("fail") == "true":

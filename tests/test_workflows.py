@@ -133,16 +133,20 @@ def test_a_run_follows_and_any_conditions_skips_branches_and_passes_properties(p
         resume_workflow(project.settings, resumed.workflow_run_id)
 
 
-def test_a_job_past_its_time_limit_is_stopped_and_triggers_on_timeout(project):
+def test_a_job_past_its_time_limit_times_out_and_a_killed_one_is_stopped(project):
     declare(project, "slow", {
-        "jobs": {"h": {"timeout_minutes": 0.15, "args": {"sleep_s": "120"}}, "a": {}},
-        "triggers": [{"start": ["h"]},
-                     {"when": {"any": [{"h": "TIMEOUT"}]}, "start": ["a"]}]})
+        "jobs": {"h": {"timeout_minutes": 0.15, "args": {"sleep_s": "120"}},
+                 "c": {"args": {"kill": "true"}}, "a": {}},
+        "triggers": [{"start": ["h", "c"]},
+                     {"when": {"all": [{"h": "TIMEOUT"}, {"c": "STOPPED"}]},
+                      "start": ["a"]}]})
     runner = CliRunner()
     result = runner.invoke(app, ["--conf-dir", str(project.conf), "workflow", "run", "slow"])
     assert result.exit_code == 1
     assert "h                        TIMEOUT" in result.output
     assert "stopped after its time limit of 0.15 minutes" in result.output
+    assert "c                        STOPPED in" in result.output
+    assert "stopped by SIGKILL" in result.output
     assert "a                        SUCCEEDED" in result.output
 
 

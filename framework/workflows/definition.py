@@ -255,7 +255,7 @@ def _graph_problems(jobs: Mapping[str, WorkflowJob], triggers: Sequence[Trigger]
              for job in jobs}
     if cycle := _cycle(edges):
         problems.append(f"triggers: cycle {' -> '.join(cycle)}")
-    reachable = set(starts[0].start) if len(starts) == 1 else set()
+    reachable = {job for t in starts for job in t.start}
     frontier = list(reachable)
     while frontier:
         for nxt in edges.get(frontier.pop(), ()):

@@ -93,11 +93,12 @@ def resume_workflow(settings: Settings, workflow_run_id: str, *,
         raise WorkflowError(workflow.name, f"run {workflow_run_id} has no failed, timed-out "
                             "or stopped job; name the jobs to re-run with --from.")
     rerun = set(workflow.downstream(chosen))
-    reused = [n for n in earlier if n.job not in rerun and n.state != "SKIPPED"]
+    reused = [n for n in earlier if n.job in workflow.jobs and n.job not in rerun
+              and n.state != "SKIPPED"]
     # the properties the earlier run started with (what its start jobs received), then
     # what the reused jobs published
-    properties = dict(next((n.run_properties for n in earlier
-                            if workflow.trigger_of(n.job).is_start), {}))
+    properties = dict(next((n.run_properties for n in earlier if n.job in workflow.jobs
+                            and workflow.trigger_of(n.job).is_start), {}))
     for node in reused:
         properties.update(node.properties)
     return _Run(settings, workflow, properties, reused=reused,
@@ -143,6 +144,10 @@ class _Run:
                               self.resumed_from)
 
     def _finish(self, node: WorkflowNode) -> None:
+        if node.run_id is None:  # it failed: its run is the job's latest, if it got that far
+            last = self.store.last_run(node.job)
+            if last is not None and last.started_at >= node.started_at:
+                node = replace(node, run_id=last.run_id)
         self.properties.update(node.properties)
         self._record([node])
 
@@ -217,12 +222,9 @@ class _Run:
         finally:
             _CHILDREN.discard(process)
         report = _report(out)
-        last = self.store.last_run(node.job)
-        run_id = report.get("run_id") or (last.run_id if last and last.started_at >=
-                                          node.started_at else None)
-        return replace(node, state=state, run_id=run_id, ended_at=datetime.now(UTC),
-                       properties=report.get("properties") or {}, error=error,
-                       updated_at=None)
+        return replace(node, state=state, run_id=report.get("run_id"),
+                       ended_at=datetime.now(UTC), properties=report.get("properties") or {},
+                       error=error, updated_at=None)
 
     def _record(self, nodes: Sequence[WorkflowNode]) -> None:
         for node in nodes:
@@ -262,6 +264,8 @@ def _report(stdout: str) -> dict:
 
 
 def _last_error(stderr: str, returncode: int) -> str:
+    if returncode < 0:
+        return f"stopped by {signal.Signals(-returncode).name}"
     lines = [line for line in stderr.strip().splitlines() if line.startswith("error:")]
     if lines:
         return lines[-1].removeprefix("error: ")[:2000]
