@@ -69,7 +69,8 @@ def resume_workflow(settings: Settings, workflow_run_id: str, *,
     every job downstream of them; reuse what the others did (Glue's ResumeWorkflowRun).
 
     The jobs keep their bookmarks, so a re-run job reads what the failed run did not
-    commit. The resumed run gets a new id and records the reused jobs as they were.
+    commit. The resumed run gets a new id and records the reused jobs as they were. A job
+    left RUNNING (the workflow's process was killed) counts as stopped.
 
     Raises:
         WorkflowError: no such workflow run, an unknown job in ``from_jobs``, or nothing
@@ -84,11 +85,10 @@ def resume_workflow(settings: Settings, workflow_run_id: str, *,
     if unknown := [j for j in from_jobs if j not in workflow.jobs]:
         raise WorkflowError(workflow.name, f"--from {', '.join(unknown)}: not a job of this "
                             f"workflow (jobs: {', '.join(workflow.jobs)})")
-    if running := [n.job for n in earlier if n.state == "RUNNING"]:
-        raise WorkflowError(workflow.name, f"run {workflow_run_id} still has "
-                            f"{', '.join(running)} running; wait for it to end.")
+    # A job still RUNNING there (its workflow process was killed) counts as stopped; if it
+    # is in fact running, the job's lease refuses the second run.
     chosen = list(from_jobs) or [n.job for n in earlier
-                                 if n.state in ("FAILED", "TIMEOUT", "STOPPED")]
+                                 if n.state in ("FAILED", "TIMEOUT", "STOPPED", "RUNNING")]
     if not chosen:
         raise WorkflowError(workflow.name, f"run {workflow_run_id} has no failed, timed-out "
                             "or stopped job; name the jobs to re-run with --from.")

@@ -10,7 +10,7 @@ file and overwriting its own Delta table:
 - quarantine: the same rules with policy quarantine on rows of which 1% break two of them:
   GX, then the split into target and quarantine tables.
 
-Medians of 3 rounds after a warm-up round, run order alternating. The overhead is
+Medians of 2 rounds after a warm-up round, run order alternating. The overhead is
 (gated - plain) / plain. DELTAMARK_BENCH_ROWS sets the rows (default 5,000,000).
 """
 
@@ -27,7 +27,7 @@ import yaml
 
 from framework import IncrementalJob, JobContext
 
-ROUNDS = 3
+ROUNDS = 2
 
 RULES = [
     {"IsComplete": "order_id"},
