@@ -18,7 +18,7 @@ import yaml
 from framework.errors import ConfigError
 
 __all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml",
-           "text_value"]
+           "scalar_mapping", "text_value"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
 
@@ -155,6 +155,18 @@ def _connection_problems(name: str, connection: Any) -> list[str]:
     if not isinstance(connection.get("properties") or {}, Mapping):
         problems.append(f"connections.{name}.properties: must be a mapping of name -> value")
     return problems
+
+
+def scalar_mapping(raw: Any, where: str) -> tuple[dict[str, str], list[str]]:
+    """A YAML mapping of name -> single value (params, args) as text, and its problems,
+    each naming ``where`` (None is an empty mapping)."""
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, [f"{where}: must be a mapping of name -> value"]
+    problems = [f"{where}.{k}: must be a single value (string, number or bool)"
+                for k, v in raw.items() if isinstance(v, (Mapping, list)) or v is None]
+    return {str(k): text_value(v) for k, v in raw.items()}, problems
 
 
 def text_value(value: Any) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from framework.config import Settings, read_yaml, text_value
+from framework.config import Settings, read_yaml, scalar_mapping
 from framework.errors import ConfigError, JobNotFoundError
 from framework.modes import BookmarkMode
 from framework.quality import RuleSet, parse_checks
@@ -68,13 +68,8 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if bookmark not in get_args(BookmarkMode):
         problems.append(f"bookmark: '{bookmark}' is not one of enable, disable, pause")
 
-    params = raw.get("params") or {}
-    if not isinstance(params, Mapping):
-        problems.append("params: must be a mapping of name -> value")
-        params = {}
-    for key, value in params.items():
-        if isinstance(value, (Mapping, list)) or value is None:
-            problems.append(f"params.{key}: must be a single value (string, number or bool)")
+    params, param_problems = scalar_mapping(raw.get("params"), "params")
+    problems += param_problems
 
     checks, check_problems = parse_checks(raw["checks"]) if "checks" in raw else ({}, [])
     problems += check_problems
@@ -90,7 +85,7 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if problems:
         raise ConfigError(str(path), problems)
     return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
-                   params={str(k): text_value(v) for k, v in params.items()},
+                   params=params,
                    description=str(raw.get("description", "")), checks=checks)
 
 

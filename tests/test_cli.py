@@ -97,7 +97,9 @@ def test_real_processes_exit_0_fast_and_start_no_jvm(state):
              "sys.modules else 'NOJVM', file=sys.stderr)); runpy.run_module('framework', "
              "run_name='__main__')")
     commands = [["runs", "list", "--json"], ["bookmarks", "show", "orders", "--json"],
-                ["sql", "select * from current_bookmarks", "--json"]]
+                ["sql", "select * from current_bookmarks", "--json"],
+                ["dq", "results", "orders", "--json"],
+                ["workflow", "status", "nightly", "--json"]]
     took = []
     # Attempt 0 is not timed: the first process after an install compiles bytecode.
     for attempt in range(25):

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from framework.config import Settings, read_yaml, text_value
+from framework.config import Settings, read_yaml, scalar_mapping
 from framework.errors import ConfigError, WorkflowNotFoundError
 from framework.job_config import job_names
 
@@ -136,7 +136,7 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         problems.append("max_concurrency: must be a whole number, at least 1")
         concurrency = 1
-    properties, bad = _scalars(raw.get("run_properties"), "run_properties")
+    properties, bad = scalar_mapping(raw.get("run_properties"), "run_properties")
     problems += bad
 
     jobs: dict[str, WorkflowJob] = {}
@@ -156,7 +156,7 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
             continue
         problems += [f"unknown key '{where}.{key}' (known: args, timeout_minutes)"
                      for key in body if key not in ("args", "timeout_minutes")]
-        args, bad = _scalars(body.get("args"), f"{where}.args")
+        args, bad = scalar_mapping(body.get("args"), f"{where}.args")
         problems += bad
         timeout = body.get("timeout_minutes")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(
@@ -202,7 +202,7 @@ def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
         start = []
     problems += [f"{where}.start: '{job}' is not a job of this workflow (jobs:)"
                  for job in start if job not in jobs]
-    args, bad = _scalars(body.get("args"), f"{where}.args")
+    args, bad = scalar_mapping(body.get("args"), f"{where}.args")
     problems += bad
     conditions: list[Condition] = []
     logical = "all"
@@ -288,16 +288,6 @@ def _cycle(edges: Mapping[str, set[str]]) -> list[str] | None:
         if node not in state and (found := visit(node)):
             return found
     return None
-
-
-def _scalars(raw: Any, where: str) -> tuple[dict[str, str], list[str]]:
-    if raw is None:
-        return {}, []
-    if not isinstance(raw, Mapping):
-        return {}, [f"{where}: must be a mapping of name -> value"]
-    problems = [f"{where}.{k}: must be a single value (string, number or bool)"
-                for k, v in raw.items() if isinstance(v, (Mapping, list)) or v is None]
-    return {str(k): text_value(v) for k, v in raw.items()}, problems
 
 
 def _is_cron(text: Any) -> bool:
