@@ -18,6 +18,7 @@ __all__ = [
     "DeltaEngineUnavailableError",
     "DeltaTableError",
     "DeltamarkError",
+    "GlueArgumentError",
     "JobError",
     "JobFailedError",
     "JobNotFoundError",
@@ -70,10 +71,11 @@ class JobNotFoundError(DeltamarkError):
 
 
 class JobError(DeltamarkError):
-    """A problem with how a job is run or what it asks for; ``job`` names it."""
+    """A problem with how a job is run or what it asks for; ``job`` names it, ``message``
+    says what (without the job)."""
 
     def __init__(self, job: str, message: str):
-        self.job = job
+        self.job, self.message = job, message
         super().__init__(f"job {job}: {message}")
 
 
@@ -161,6 +163,10 @@ class DataQualityError(JobError):
         super().__init__(
             job, f"checks {ruleset} failed for {target}: {shown}{more}. Nothing was "
             f"written; {hint}")
+
+
+class GlueArgumentError(DeltamarkError):
+    """A Glue script's arguments do not parse (``getResolvedOptions``); Glue's wording."""
 
 
 class WorkflowNotFoundError(DeltamarkError):

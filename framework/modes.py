@@ -18,9 +18,14 @@ from typing import Literal, get_args
 
 from framework.errors import BookmarkOptionError
 
-__all__ = ["BookmarkMode", "BookmarkOptions"]
+__all__ = ["CLI_FLAGS", "GLUE_FLAGS", "BookmarkMode", "BookmarkOptions"]
 
 BookmarkMode = Literal["enable", "disable", "pause"]
+
+#: how the from, to and pause options are spelled: on deltamark's CLI, in a Glue script
+CLI_FLAGS = ("--bookmark-from", "--bookmark-to", "--bookmark pause")
+GLUE_FLAGS = ("--job-bookmark-from", "--job-bookmark-to",
+              "--job-bookmark-option job-bookmark-pause")
 
 _ALIASES = {
     **{mode: mode for mode in get_args(BookmarkMode)},
@@ -49,26 +54,30 @@ class BookmarkOptions:
 
     @classmethod
     def parse(cls, job: str, mode: str, from_run: str | None = None,
-              to_run: str | None = None) -> BookmarkOptions:
+              to_run: str | None = None, *, flags: tuple[str, str, str] = CLI_FLAGS
+              ) -> BookmarkOptions:
         """Validate a mode and its range the way Glue does.
+
+        ``flags`` names the from, to and pause options in messages: deltamark's CLI
+        (``CLI_FLAGS``) or a Glue script's arguments (``GLUE_FLAGS``).
 
         Raises:
             BookmarkOptionError: unknown mode; from/to outside pause; only one of them.
         """
+        from_flag, to_flag, pause_flag = flags
         resolved = _ALIASES.get(mode.strip().lower())
         if resolved is None:
             raise BookmarkOptionError(
                 job, f"bookmark mode '{mode}' is not one of enable, disable, pause "
                 "(Glue's job-bookmark-* and continuation-* names work too).")
-        given = [name for name, value in (("--bookmark-from", from_run),
-                                          ("--bookmark-to", to_run)) if value]
+        given = [name for name, value in ((from_flag, from_run), (to_flag, to_run)) if value]
         if given and resolved != "pause":
             raise BookmarkOptionError(
                 job, f"Invalid option(s): {' and '.join(given)} only apply with "
-                f"--bookmark pause (the mode is {resolved}).")
+                f"{pause_flag} (the mode is {resolved}).")
         if len(given) == 1:
-            missing = "--bookmark-to" if from_run else "--bookmark-from"
+            missing = to_flag if from_run else from_flag
             raise BookmarkOptionError(
                 job, f"Missing option or value for {missing}: pause with a range needs "
-                "both --bookmark-from and --bookmark-to (or neither).")
+                f"both {from_flag} and {to_flag} (or neither).")
         return cls(mode=resolved, from_run=from_run or None, to_run=to_run or None)

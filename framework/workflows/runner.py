@@ -121,17 +121,17 @@ class _Run:
                               updated_at=None) for n in reused])
 
     def go(self) -> WorkflowReport:
-        running: dict[Future[WorkflowNode], str] = {}
+        running: set[Future[WorkflowNode]] = set()
         with ThreadPoolExecutor(max_workers=self.workflow.max_concurrency) as pool:
             try:
                 ready = self._settle()
                 while ready or running:
                     for job, trigger in ready:
                         node = self._start(job, trigger)
-                        running[pool.submit(self._execute, node)] = job
+                        running.add(pool.submit(self._execute, node))
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
-                        running.pop(future)
+                        running.discard(future)
                         self._finish(future.result())
                     ready = self._settle()
             except KeyboardInterrupt:  # stop the jobs, record them STOPPED, then stop too
