@@ -19,6 +19,7 @@ __all__ = [
     "DeltaTableError",
     "DeltamarkError",
     "GlueArgumentError",
+    "GlueUnsupportedError",
     "JobError",
     "JobFailedError",
     "JobNotFoundError",
@@ -167,6 +168,14 @@ class DataQualityError(JobError):
 
 class GlueArgumentError(DeltamarkError):
     """A Glue script's arguments do not parse (``getResolvedOptions``); Glue's wording."""
+
+
+class GlueUnsupportedError(DeltamarkError):
+    """A Glue call deltamark does not provide; names the call and the alternative."""
+
+    def __init__(self, call: str, alternative: str):
+        self.call = call
+        super().__init__(f"{call}: not supported by deltamark's Glue layer; {alternative}.")
 
 
 class WorkflowNotFoundError(DeltamarkError):

@@ -141,6 +141,7 @@ class JobContext:
         self._recorded_watermarks: set[str] = set()
         self._outputs: dict[str, dict[str, Any]] = {}
         self._published: dict[str, str] = {}
+        self.bookmarks_held = False
 
     # --- sources ----------------------------------------------------------------------
 
@@ -585,6 +586,11 @@ class JobContext:
 
     def published(self) -> dict[str, str]:
         return dict(self._published)
+
+    def hold_bookmarks(self) -> None:
+        """This run's bookmarks (and watermarks) will not count: it ends as a pause run
+        (a Glue script that never called ``job.commit()``). Its writes stand."""
+        self.bookmarks_held = True
 
     # --- what the runner commits ------------------------------------------------------
 

@@ -32,6 +32,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework.config import SETTINGS_FILE, Settings
@@ -98,10 +99,14 @@ def run_job(
     args: Mapping[str, str] | None = None,
     dry_run: bool = False,
     spark: SparkSession | None = None,
+    script: str | os.PathLike[str] | None = None,
 ) -> RunReport:
     """Run ``job`` once (first recovering an interrupted earlier run).
 
     Args:
+        script: run this AWS Glue script as the job ``job`` (``framework.glue``); its
+            bookmark mode and range come from Glue's arguments in ``args``
+            (``job-bookmark-option``, default disable; ``job-bookmark-from`` / ``-to``).
         bookmark: enable | disable | pause (Glue's names too); default: the job's conf.
         bookmark_from, bookmark_to: run ids bounding a pause (both or neither).
         args: override the job's params.
@@ -114,7 +119,14 @@ def run_job(
         JobFailedError: the job (or the replay of an interrupted run) raised.
     """
     started = time.perf_counter()
-    spec = load_job(settings, job)
+    if script is None:
+        spec = load_job(settings, job)
+    else:
+        from framework.glue.script import script_job
+
+        spec = script_job(Path(script), job, args or {})
+        bookmark_from = bookmark_from or (args or {}).get("job-bookmark-from")
+        bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
     store = StateStore(settings.state_root)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
@@ -184,7 +196,8 @@ class _Steps:
         bookmarks, files, marks = ctx.unpersisted_plan() if status != "failed" else ([], [], [])
         run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
                                   outputs=ctx.outputs(), error=error,
-                                  ended_at=datetime.now(UTC) if final else None)
+                                  ended_at=datetime.now(UTC) if final else None,
+                                  mode="pause" if ctx.bookmarks_held else self.run.mode)
         if bookmarks or files or marks:
             self.store.record_plan(run, bookmarks, files, marks)
             crash_point("plan_recorded")

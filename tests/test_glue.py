@@ -1,10 +1,16 @@
-"""The Glue script layer: getResolvedOptions parses and rejects arguments as Glue does."""
+"""The Glue script layer: getResolvedOptions parses and rejects arguments as Glue does; a
+Glue-style script runs through deltamark run --script with Glue's bookmark semantics."""
 
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
 
-from framework.errors import GlueArgumentError
+import pytest
+from typer.testing import CliRunner
+
+from framework.cli import app
+from framework.errors import GlueArgumentError, GlueUnsupportedError
 from framework.glue import getResolvedOptions
 
 
@@ -45,3 +51,127 @@ def test_bad_arguments_fail_with_glues_messages(argv, options, message):
     with pytest.raises(GlueArgumentError) as exc:
         getResolvedOptions(argv, options)
     assert str(exc.value).startswith(message)
+
+
+# --- Glue scripts run by deltamark ---------------------------------------------------------
+
+SCRIPT = Path(__file__).parents[1] / "jobs" / "glue_orders.py"
+
+
+@pytest.fixture
+def glue_project(tmp_path):
+    from jobs import order_documents_landing, orders_landing
+
+    paths = {name: tmp_path / name for name in ("orders", "documents", "lake", "state")}
+
+    def land(batches=1):
+        orders_landing.land(paths["orders"], batches=batches, orders=20)
+        order_documents_landing.land(paths["documents"], batches=batches, orders=10)
+
+    def run(*extra, script=SCRIPT, bookmark="job-bookmark-enable"):
+        args = ["--state-root", str(paths["state"]), "run", "--script", str(script), "--json",
+                "--arg", "JOB_NAME=glue_orders", "--arg", f"orders_path={paths['orders']}",
+                "--arg", f"documents_path={paths['documents']}",
+                "--arg", f"target={paths['lake']}", *extra]
+        if bookmark:
+            args += ["--arg", f"job-bookmark-option={bookmark}"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    return paths, land, run
+
+
+def lake_rows(spark, lake, table, *columns):
+    from framework.delta import delta_engine
+
+    return [tuple(r) for r in delta_engine(spark, "embedded").read(str(lake / table))
+            .select(*columns).collect()]
+
+
+@pytest.mark.spark
+def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, tmp_path):
+    paths, land, run = glue_project
+    land(batches=2)
+    first = run()
+    assert first["inputs"]["orders_source"]["files"] == 2
+    assert first["inputs"]["documents_source"]["files"] == 2
+    land()
+    second = run()
+    assert second["inputs"]["orders_source"]["files"] == 1
+    assert run()["inputs"]["orders_source"]["files"] == 0
+    orders = lake_rows(spark, paths["lake"], "orders", "order_id")
+    assert len(orders) == len(set(orders)) == 60
+    documents = lake_rows(spark, paths["lake"], "documents", "order_id")
+    assert len(documents) == len(set(documents)) == 30
+    lines = lake_rows(spark, paths["lake"], "documents_lines", "id", "index")
+    assert len(lines) == len(set(lines)) > 0
+    # the bookmark a native job would record for the same files
+    from state_tables.store import StateStore
+
+    store = StateStore(paths["state"])
+    glue_state = {b.context: b for b in store.bookmarks("glue_orders")}
+    assert set(glue_state) == {"orders_source", "documents_source"}
+    assert glue_state["orders_source"].source_kind == "files"
+    assert glue_state["orders_source"].state["files_total"] == 3
+    read = {f.path.rsplit("/", 1)[-1] for f in store.processed_files(
+        "glue_orders", "orders_source")}
+    assert read == {"batch-00001.json", "batch-00002.json", "batch-00003.json"}
+
+
+@pytest.mark.spark
+def test_without_job_commit_the_bookmarks_stay_and_deltamark_warns(spark, glue_project,
+                                                                   tmp_path, caplog):
+    paths, land, run = glue_project
+    script = tmp_path / "no_commit.py"
+    script.write_text(SCRIPT.read_text().replace("job.commit()", ""))
+    land()
+    with caplog.at_level("WARNING"):
+        assert run(script=script)["inputs"]["orders_source"]["files"] == 1
+    assert "never called job.commit()" in caplog.text
+    assert run(script=script)["inputs"]["orders_source"]["files"] == 1  # read again
+    from state_tables.store import StateStore
+
+    assert StateStore(paths["state"]).bookmarks("glue_orders") == []
+
+
+@pytest.mark.spark
+def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
+        spark, glue_project, tmp_path):
+    paths, land, run = glue_project
+    land()
+    assert run(bookmark=None)["mode"] == "disable"
+    assert run(bookmark=None)["inputs"]["orders_source"]["files"] == 1
+    script = tmp_path / "catalog.py"
+    script.write_text("from framework.glue.context import GlueContext\n"
+                      "GlueContext().create_dynamic_frame.from_catalog(database='sales', "
+                      "table_name='orders')\n")
+    result = CliRunner().invoke(app, ["--state-root", str(paths["state"]), "run", "--script",
+                                      str(script), "--arg", "JOB_NAME=catalog"])
+    assert result.exit_code == 1
+    assert "from_catalog(sales.orders): not supported by deltamark's Glue layer; there is " \
+        "no Glue Data Catalog here" in result.output
+
+
+@pytest.mark.spark
+def test_dynamic_frame_methods(spark):
+    from framework.glue import DynamicFrame
+
+    df = spark.createDataFrame([(1, "a", "10"), (2, "b", "20"), (3, "c", "x")],
+                               "id BIGINT, name STRING, amount STRING")
+    frame = DynamicFrame.fromDF(df, None, "orders")
+    assert frame.count() == 3
+    assert frame.select_fields(["id", "missing"]).toDF().columns == ["id"]
+    assert frame.drop_fields(["name"]).toDF().columns == ["id", "amount"]
+    assert frame.rename_field("name", "label").toDF().columns == ["id", "label", "amount"]
+    assert [r.id for r in frame.filter(lambda r: r["id"] > 1).toDF().collect()] == [2, 3]
+    cast = frame.resolveChoice(specs=[("amount", "cast:long")]).toDF()
+    assert dict(cast.dtypes)["amount"] == "bigint"
+    assert [r.amount for r in cast.orderBy("id").collect()] == [10, 20, None]
+    with pytest.raises(GlueUnsupportedError, match="make_cols"):
+        frame.resolveChoice(specs=[("amount", "make_cols")])
+    nested = DynamicFrame.fromDF(spark.createDataFrame(
+        [(1, [10, 20])], "id BIGINT, tags ARRAY<INT>"), None, "t")
+    tables = nested.relationalize("root", "/tmp/unused")
+    assert tables.keys() == ["root", "root_tags"] and len(tables) == 2
+    assert tables["root_tags"].count() == 2

@@ -3,6 +3,7 @@
 import json
 import logging
 from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,7 +16,11 @@ SHOWN_FILES = 20
 
 def run(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="The job (conf/jobs/<JOB>.yaml).")],
+    job: Annotated[str | None, typer.Argument(
+        help="The job (conf/jobs/<JOB>.yaml); with --script, its name [default: the "
+             "JOB_NAME arg].")] = None,
+    script: Annotated[Path | None, typer.Option(
+        help="Run this AWS Glue script (imports from framework.glue) as the job.")] = None,
     bookmark: Annotated[str | None, typer.Option(
         help="enable | disable | pause (Glue's job-bookmark-* names work too) "
              "[default: the job's conf, else enable].")] = None,
@@ -31,12 +36,15 @@ def run(
 ) -> None:
     """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks."""
     args = dict(key_value(a) for a in arg or [])
+    job = job or args.get("JOB_NAME") or (script.stem if script else None)
+    if job is None:
+        raise typer.BadParameter("name the job (or give --script)", param_hint="JOB")
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("deltamark").setLevel(logging.INFO)
     with library_errors(ctx):
         report = run_job(options(ctx).settings(), job, bookmark=bookmark,
                          bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
-                         dry_run=dry_run)
+                         dry_run=dry_run, script=script)
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
 
 

@@ -1,6 +1,21 @@
-"""Run AWS Glue PySpark scripts on any Spark with deltamark's bookmarks: the shapes Glue
-scripts import (``awsglue.utils.getResolvedOptions`` so far)."""
+"""Run AWS Glue PySpark scripts on any Spark with deltamark's bookmarks.
 
+The modules mirror ``awsglue``'s, so a script changes only its imports::
+
+    from framework.glue.utils import getResolvedOptions      # awsglue.utils
+    from framework.glue.context import GlueContext           # awsglue.context
+    from framework.glue.job import Job                       # awsglue.job
+    from framework.glue.dynamicframe import DynamicFrame     # awsglue.dynamicframe
+    from framework.glue.transforms import Relationalize      # awsglue.transforms
+
+and runs with ``deltamark run --script PATH --arg JOB_NAME=... --arg NAME=VALUE``.
+"""
+
+from framework.glue.context import GlueContext
+from framework.glue.dynamicframe import DynamicFrame, DynamicFrameCollection
+from framework.glue.job import Job
+from framework.glue.transforms import Relationalize
 from framework.glue.utils import getResolvedOptions
 
-__all__ = ["getResolvedOptions"]
+__all__ = ["DynamicFrame", "DynamicFrameCollection", "GlueContext", "Job", "Relationalize",
+           "getResolvedOptions"]

@@ -1,0 +1,158 @@
+"""``GlueContext``: Glue's reads and writes, served by the deltamark run the script is in.
+
+A script run by ``deltamark run --script`` finds its run's ``JobContext`` here: sources
+read with a ``transformation_ctx`` are bookmarked like any deltamark source, and writes are
+exactly-once Delta commits of the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import GlueUnsupportedError
+from framework.glue.dynamicframe import DynamicFrame
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from framework.glue.script import GlueRun
+
+__all__ = ["GlueContext", "current_run"]
+
+_CURRENT: contextvars.ContextVar[GlueRun] = contextvars.ContextVar("deltamark_glue_run")
+
+#: Glue's format_options -> Spark reader options
+_FORMAT_OPTIONS = {"withHeader": "header", "separator": "sep", "quoteChar": "quote",
+                   "escaper": "escape", "multiline": "multiLine", "multiLine": "multiLine",
+                   "rowTag": "rowTag", "encoding": "encoding"}
+_DATABASES = ("postgresql", "mysql", "sqlserver", "oracle", "redshift", "jdbc")
+
+
+@contextlib.contextmanager
+def current_run(run: GlueRun) -> Iterator[None]:
+    """Make ``run`` the one ``GlueContext`` objects serve while the block runs."""
+    token = _CURRENT.set(run)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def _run() -> GlueRun:
+    run = _CURRENT.get(None)
+    if run is None:
+        raise GlueUnsupportedError("GlueContext outside deltamark run --script",
+                                   "run the script with deltamark run --script PATH")
+    return run
+
+
+class GlueContext:
+    """Glue's context: ``spark_session``, ``create_dynamic_frame``, ``create_data_frame``,
+    ``write_dynamic_frame``. Made inside a script run by ``deltamark run --script``."""
+
+    def __init__(self, spark_context: Any = None, **_: Any):
+        self._run = _run()
+        self._ctx = self._run.ctx
+        self.spark_session = self._ctx.spark
+        self.create_dynamic_frame = _Reader(self, dynamic=True)
+        self.create_data_frame = _Reader(self, dynamic=False)
+        self.write_dynamic_frame = _Writer(self)
+
+    def get_logger(self) -> Any:
+        return self._ctx.log
+
+
+class _Reader:
+    def __init__(self, glue: GlueContext, *, dynamic: bool):
+        self._glue, self._dynamic = glue, dynamic
+
+    def from_options(self, connection_type: str, connection_options: Mapping[str, Any],
+                     format: str | None = None, format_options: Mapping[str, Any] | None = None,
+                     transformation_ctx: str = "", **_: Any) -> DynamicFrame | DataFrame:
+        """Read S3-style paths (``s3``: any path or URI Spark reads), a Delta table
+        (``delta``: ``path``) or a database table (``postgresql``, ``mysql``, ...:
+        ``url``, ``dbtable``, ``jobBookmarkKeys``, ``jobBookmarkKeysSortOrder``)."""
+        ctx, options = self._glue._ctx, dict(connection_options)
+        tracked = bool(transformation_ctx)
+        if connection_type == "s3":
+            df = ctx.read_files(
+                _paths(options.get("paths")), format=(format or "json").lower(),
+                transformation_ctx=transformation_ctx or None, bookmark=tracked,
+                options={_FORMAT_OPTIONS.get(k, k): v for k, v in (format_options or {}).items()},
+                recurse=str(options.get("recurse", True)).lower() == "true",
+                exclusions=options.get("exclusions", ()),
+                bounded_files=_number(options.get("boundedFiles")),
+                bounded_size=_number(options.get("boundedSize")))
+        elif connection_type == "delta":
+            df = ctx.read_delta(options["path"], transformation_ctx=transformation_ctx or None,
+                                bookmark=tracked)
+        elif connection_type in _DATABASES:
+            if "user" in options or "password" in options:
+                raise GlueUnsupportedError(
+                    "credentials in connection_options", "declare the connection under "
+                    "connections: in conf/deltamark.yaml (password from ${VAR}) and pass "
+                    "connection_options={'connectionName': NAME, 'dbtable': ...}")
+            df = ctx.read_jdbc(
+                options["dbtable"], connection=options.get("connectionName") or options["url"],
+                transformation_ctx=transformation_ctx or None, bookmark=tracked,
+                keys=_keys(options.get("jobBookmarkKeys")),
+                sort_order=str(options.get("jobBookmarkKeysSortOrder", "asc")).lower())
+        else:
+            raise GlueUnsupportedError(f"from_options(connection_type={connection_type!r})",
+                                       "s3 (any path Spark reads), delta, or a JDBC database")
+        return DynamicFrame(df, self._glue, transformation_ctx) if self._dynamic else df
+
+    def from_catalog(self, database: str = "", table_name: str = "", **_: Any) -> Any:
+        raise GlueUnsupportedError(
+            f"from_catalog({database}.{table_name})", "there is no Glue Data Catalog here; "
+            "use from_options with the table's path (s3 or delta) or its database connection")
+
+
+class _Writer:
+    def __init__(self, glue: GlueContext):
+        self._glue = glue
+
+    def from_options(self, frame: DynamicFrame, connection_type: str = "s3",
+                     connection_options: Mapping[str, Any] | None = None,
+                     format: str | None = None, transformation_ctx: str = "",
+                     **_: Any) -> DynamicFrame:
+        """Write ``frame`` to the Delta table at ``connection_options["path"]`` in one
+        commit of the run (``format`` delta; ``partitionKeys`` partition a new table)."""
+        options = dict(connection_options or {})
+        if connection_type not in ("s3", "delta") or (format or "delta").lower() != "delta":
+            raise GlueUnsupportedError(
+                f"write_dynamic_frame.from_options(connection_type={connection_type!r}, "
+                f"format={format!r})", "format='delta': deltamark's exactly-once writes are "
+                "Delta commits (plain Parquet files cannot be made exactly-once)")
+        self._glue._ctx.write_delta(frame.toDF(), options["path"],
+                                    partition_by=options.get("partitionKeys") or ())
+        return frame
+
+    def from_catalog(self, frame: Any = None, database: str = "", table_name: str = "",
+                     **_: Any) -> Any:
+        raise GlueUnsupportedError(f"write_dynamic_frame.from_catalog({database}.{table_name})",
+                                   "use from_options with the table's path and format='delta'")
+
+
+def _paths(value: Any) -> Sequence[str]:
+    if isinstance(value, str):
+        return [value]
+    if not value:
+        raise GlueUnsupportedError("from_options(connection_type='s3') without paths",
+                                   "give connection_options={'paths': [...]}")
+    return list(value)
+
+
+def _number(value: Any) -> int | None:
+    return None if value in (None, "") else int(value)
+
+
+def _keys(value: Any) -> list[str]:
+    if value in (None, ""):
+        return []
+    return json.loads(value) if isinstance(value, str) and value.startswith("[") else (
+        [value] if isinstance(value, str) else list(value))

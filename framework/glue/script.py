@@ -1,0 +1,83 @@
+"""A Glue script as a deltamark job: ``deltamark run --script PATH --arg JOB_NAME=...``.
+
+The script runs as the job's ``run``, with ``sys.argv`` made of the run's params the way
+Glue passes job arguments (``--NAME value``), so ``getResolvedOptions`` reads them.
+Bookmarks follow Glue: ``--job-bookmark-option`` (default job-bookmark-disable) picks the
+mode, and they advance only if the script calls ``job.commit()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import runpy
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from framework.errors import ConfigError
+from framework.glue.context import current_run
+from framework.job import IncrementalJob, JobContext
+from framework.job_config import JobSpec
+
+__all__ = ["GlueRun", "script_job"]
+
+#: run params that are Glue's bookmark arguments, not the script's own
+BOOKMARK_ARGS = ("job-bookmark-option", "continuation-option", "job-bookmark-from",
+                 "job-bookmark-to")
+
+
+@dataclass
+class GlueRun:
+    """The run a Glue script is in, and whether it called ``job.commit()``."""
+
+    ctx: JobContext
+    committed: bool = False
+
+
+def script_job(script: Path, name: str, args: Mapping[str, str]) -> JobSpec:
+    """A job spec that runs ``script``; its bookmark mode comes from Glue's arguments.
+
+    Raises:
+        ConfigError: no such file.
+    """
+    if not script.is_file():
+        raise ConfigError(str(script), ["no such Glue script"])
+    job_class = type(f"GlueScript[{script.name}]", (_GlueScript,), {"script": script})
+    mode = args.get("job-bookmark-option") or args.get("continuation-option") or (
+        "job-bookmark-disable")
+    return JobSpec(name=name, source=script, job_class=job_class, bookmark=mode,
+                   description=f"Glue script {script}")
+
+
+class _GlueScript(IncrementalJob):
+    script: ClassVar[Path]
+
+    def run(self, ctx: JobContext) -> None:
+        params = {k: v for k, v in ctx.params.items() if k not in BOOKMARK_ARGS}
+        params.setdefault("JOB_NAME", ctx.job_name)
+        bookmark = {"job-bookmark-option": f"job-bookmark-{ctx.mode}",
+                    "job-bookmark-from": ctx.bookmark.from_run,
+                    "job-bookmark-to": ctx.bookmark.to_run}
+        argv = [str(self.script)] + [word for name, value in {**params, **bookmark}.items()
+                                     if value is not None for word in (f"--{name}", value)]
+        run = GlueRun(ctx)
+        with current_run(run), _argv(argv):
+            runpy.run_path(str(self.script), run_name="__main__")
+        if not run.committed:
+            ctx.hold_bookmarks()
+            ctx.log.warning("%s never called job.commit(): this run's bookmarks do not "
+                            "advance, so the next run reads the same input again (Glue would "
+                            "not say so). Call job.commit() at the end of the script.",
+                            self.script)
+
+
+@contextlib.contextmanager
+def _argv(argv: list[str]) -> Iterator[None]:
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        yield
+    finally:
+        sys.argv = saved
