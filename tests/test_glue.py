@@ -118,6 +118,30 @@ def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, 
         "glue_orders", "orders_source")}
     assert read == {"batch-00001.json", "batch-00002.json", "batch-00003.json"}
 
+    # A native job reading the same files records the same bookmark (its high-water time
+    # is the time of its own run) and the same processed files.
+    import yaml
+
+    from framework import load_settings, run_job
+
+    conf = tmp_path / "conf"
+    (conf / "jobs").mkdir(parents=True)
+    (conf / "jobs" / "native.yaml").write_text(yaml.safe_dump({
+        "class": f"{Path(__file__).with_name('support_jobs.py')}:CopyFiles",
+        "params": {"landing": str(paths["orders"]), "target": str(tmp_path / "native"),
+                   "ctx": "orders_source"}}))
+    run_job(load_settings(conf_dir=conf, state_root=paths["state"]), "native", spark=spark)
+    [native] = store.bookmarks("native")
+    glue = glue_state["orders_source"]
+    assert (native.source_kind, native.state["files_total"], native.state["bytes_total"]) \
+        == (glue.source_kind, glue.state["files_total"], glue.state["bytes_total"])
+
+    def files(job):
+        return {(f.path, f.size, f.modified_ms) for f in store.processed_files(
+            job, "orders_source")}
+
+    assert files("native") == files("glue_orders")
+
 
 @pytest.mark.spark
 def test_without_job_commit_the_bookmarks_stay_and_deltamark_warns(spark, glue_project,
