@@ -199,3 +199,12 @@ def test_dynamic_frame_methods(spark):
     tables = nested.relationalize("root", "/tmp/unused")
     assert tables.keys() == ["root", "root_tags"] and len(tables) == 2
     assert tables["root_tags"].count() == 2
+
+
+def test_glue_ml_transforms_name_the_call_and_the_alternative():
+    from framework.glue.ml import FindMatches
+
+    with pytest.raises(GlueUnsupportedError) as exc:
+        FindMatches.apply(frame=None, transformId="tfm-1")
+    assert exc.value.call == "FindMatches.apply"
+    assert "pyspark.ml" in str(exc.value)

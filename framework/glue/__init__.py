@@ -7,6 +7,7 @@ The modules mirror ``awsglue``'s, so a script changes only its imports::
     from framework.glue.job import Job                       # awsglue.job
     from framework.glue.dynamicframe import DynamicFrame     # awsglue.dynamicframe
     from framework.glue.transforms import Relationalize      # awsglue.transforms
+    from framework.glue.ml import FindMatches                # awsglueml.transforms (fails)
 
 and runs with ``deltamark run --script PATH --arg JOB_NAME=... --arg NAME=VALUE``.
 """
