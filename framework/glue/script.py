@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from framework.errors import ConfigError
+from framework.errors import JobError
 from framework.glue.context import current_run
 from framework.job import IncrementalJob, JobContext
 from framework.job_config import JobSpec
+from framework.modes import BookmarkOptions
 
 __all__ = ["GlueRun", "script_job"]
 
@@ -40,14 +41,16 @@ def script_job(script: Path, name: str, args: Mapping[str, str]) -> JobSpec:
     """A job spec that runs ``script``; its bookmark mode comes from Glue's arguments.
 
     Raises:
-        ConfigError: no such file.
+        JobError: no such file.
+        BookmarkOptionError: an unknown bookmark mode.
     """
     if not script.is_file():
-        raise ConfigError(str(script), ["no such Glue script"])
+        raise JobError(name, f"--script {script}: no such file; check the path.")
     job_class = type(f"GlueScript[{script.name}]", (_GlueScript,), {"script": script})
     mode = args.get("job-bookmark-option") or args.get("continuation-option") or (
         "job-bookmark-disable")
-    return JobSpec(name=name, source=script, job_class=job_class, bookmark=mode,
+    return JobSpec(name=name, source=script, job_class=job_class,
+                   bookmark=BookmarkOptions.parse(name, mode).mode,
                    description=f"Glue script {script}")
 
 
