@@ -208,3 +208,74 @@ def test_glue_ml_transforms_name_the_call_and_the_alternative():
         FindMatches.apply(frame=None, transformId="tfm-1")
     assert exc.value.call == "FindMatches.apply"
     assert "pyspark.ml" in str(exc.value)
+
+
+DATABASE_SCRIPT = '''
+import sys
+from framework.glue.utils import getResolvedOptions
+from framework.glue.context import GlueContext
+from framework.glue.dynamicframe import DynamicFrame
+from framework.glue.job import Job
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "upstream", "target"])
+glueContext = GlueContext(None)
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+customers = glueContext.create_dynamic_frame.from_options(
+    connection_type="jdbc",
+    connection_options={"connectionName": "shop", "dbtable": "customers",
+                        "jobBookmarkKeys": ["id"], "jobBookmarkKeysSortOrder": "asc"},
+    transformation_ctx="customers_source")
+upstream = glueContext.create_data_frame.from_options(
+    connection_type="delta", connection_options={"path": args["upstream"]},
+    transformation_ctx="upstream_source")
+glueContext.write_dynamic_frame.from_options(
+    frame=customers, connection_type="s3",
+    connection_options={"path": args["target"] + "/customers"}, format="delta")
+glueContext.write_dynamic_frame.from_options(
+    frame=DynamicFrame.fromDF(upstream, glueContext, "upstream"), connection_type="s3",
+    connection_options={"path": args["target"] + "/upstream"}, format="delta")
+job.commit()
+'''
+
+
+@pytest.mark.spark
+def test_a_glue_script_reads_a_database_and_a_delta_table_incrementally(spark, tmp_path):
+    import yaml
+    from databases import available_jars, sqlite_database
+
+    from framework.delta import delta_engine
+
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)",
+               "INSERT INTO customers VALUES (1, 'ana'), (2, 'bo'), (3, 'cy')")
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"), "connections": {"shop": {"url": db.url}},
+        "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
+    engine, upstream = delta_engine(spark, "embedded"), str(tmp_path / "upstream")
+    engine.write(spark.createDataFrame([(1,), (2,)], "n BIGINT"), upstream)
+    script = tmp_path / "database_script.py"
+    script.write_text(DATABASE_SCRIPT)
+
+    def run():
+        result = CliRunner().invoke(app, [
+            "--conf-dir", str(conf), "run", "--script", str(script), "--json",
+            "--arg", "JOB_NAME=db_glue", "--arg", "job-bookmark-option=job-bookmark-enable",
+            "--arg", f"upstream={upstream}", "--arg", f"target={tmp_path / 'lake'}"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout.strip().splitlines()[-1])["inputs"]
+
+    first = run()
+    assert first["customers_source"]["rows"] == 3 and first["upstream_source"]["to_version"] == 0
+    db.execute("INSERT INTO customers VALUES (4, 'di'), (5, 'ed')")
+    engine.write(spark.createDataFrame([(3,)], "n BIGINT"), upstream)
+    second = run()
+    assert second["customers_source"]["rows"] == 2
+    assert (second["upstream_source"]["from_version"], second["upstream_source"]["to_version"]) \
+        == (1, 1)
+    ids = sorted(r.id for r in engine.read(str(tmp_path / "lake" / "customers")).collect())
+    assert ids == [1, 2, 3, 4, 5]
+    assert sorted(r.n for r in engine.read(str(tmp_path / "lake" / "upstream")).collect()) \
+        == [1, 2, 3]
