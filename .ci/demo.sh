@@ -5,7 +5,8 @@
 # with broken orders is rejected by the ingest's data-quality gate, shown, and resent. Then
 # jobs/customers_sync.py keeps a Delta copy of a changing database table (SQLite, over
 # JDBC) current: new and updated customers are read by updated_at and merged by id.
-# jobs/order_documents.py relationalizes nested order documents into flat tables. Last, the
+# jobs/order_documents.py relationalizes nested order documents into flat tables. The AWS
+# Glue script jobs/glue_orders.py runs unchanged but for its imports. Last, the
 # workflow conf/workflows/orders_pipeline.yaml runs ingest -> silver -> gold, skips what
 # follows a rejected batch, and resumes once the batch is resent.
 set -euo pipefail
@@ -65,6 +66,13 @@ from framework.delta import log
 for table in sorted(Path('$documents_lake').iterdir()):
     rows = log.read_rows(str(table))
     print(f'{table.name:<24} {rows.num_rows:>4} rows  {rows.column_names}')"
+
+# An AWS Glue script (only its imports changed) run by deltamark, twice: the second run
+# finds nothing new.
+glue() { show .venv/bin/deltamark run --script jobs/glue_orders.py --arg JOB_NAME=glue_orders --arg job-bookmark-option=job-bookmark-enable --arg orders_path="$landing" --arg documents_path="$documents" --arg target=data/demo/lake/glue; }
+glue
+glue
+show .venv/bin/deltamark bookmarks show glue_orders
 
 # The orders pipeline as a workflow, in a directory of its own (the conf's relative paths
 # land under it): ingest -> silver (checked) -> gold, each job triggered by the one before.
