@@ -340,7 +340,7 @@ def _valid_runs(commits: Sequence[int], events: Sequence[Mapping[str, Any]],
             i += 1
         valid = (set() if event["event"] == "reset" else
                  set(_valid_runs(commits, events, event["restored_from_seq"])))
-    valid.update(s for s in commits[i:] if up_to is None or s <= up_to)
+    valid.update(commits[i:] if up_to is None else (s for s in commits[i:] if s <= up_to))
     return frozenset(valid)
 
 

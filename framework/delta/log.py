@@ -144,7 +144,10 @@ class VersionChange:
 
 
 def is_table(path: str | os.PathLike[str]) -> bool:
-    return DeltaTable.is_deltatable(str(path))
+    path = str(path)
+    if path in _LATEST and os.path.isdir(os.path.join(path, "_delta_log")):
+        return True  # a local table already open: ~2 ms saved on every state read/commit
+    return DeltaTable.is_deltatable(path)
 
 
 # Latest-version handles, brought up to date on each use: catching up on a few new
