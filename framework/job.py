@@ -36,7 +36,6 @@ from framework.errors import (
     SourceError,
 )
 from framework.modes import BookmarkOptions
-from framework.quality import RuleSet
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
@@ -46,6 +45,8 @@ from state_tables.store import ContextHistory, StateStore
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from framework.quality import RuleSet
 
 __all__ = ["Connections", "IncrementalJob", "JobContext", "PinnedRead", "RunIdentity",
            "TargetWriteHooks", "app_id"]

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, get_args
 from framework.config import Settings, read_yaml, scalar_mapping
 from framework.errors import ConfigError, JobNotFoundError
 from framework.modes import BookmarkMode
-from framework.quality import RuleSet, parse_checks
 
 if TYPE_CHECKING:
     from framework.job import IncrementalJob
+    from framework.quality import RuleSet
 
 __all__ = ["JobSpec", "job_names", "load_job"]
 
@@ -71,8 +71,12 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     params, param_problems = scalar_mapping(raw.get("params"), "params")
     problems += param_problems
 
-    checks, check_problems = parse_checks(raw["checks"]) if "checks" in raw else ({}, [])
-    problems += check_problems
+    checks: dict[str, RuleSet] = {}
+    if "checks" in raw:
+        from framework.quality import parse_checks  # only jobs with rules pay for it
+
+        checks, check_problems = parse_checks(raw["checks"])
+        problems += check_problems
 
     job_class = None
     if "class" not in raw:

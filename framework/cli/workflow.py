@@ -3,19 +3,15 @@
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from framework.cli._common import library_errors, options, plain, render
 from framework.cli.run import key_value
-from framework.workflows import (
-    WorkflowReport,
-    airflow_dag,
-    load_workflow,
-    resume_workflow,
-    run_workflow,
-)
+
+if TYPE_CHECKING:
+    from framework.workflows import WorkflowReport
 
 app = typer.Typer(help="Workflows: jobs started by triggers on other jobs' outcomes.",
                   no_args_is_help=True)
@@ -30,6 +26,8 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run NAME's jobs as its triggers say; exit 1 if a job failed or timed out."""
+    from framework.workflows import run_workflow
+
     with library_errors(ctx):
         report = run_workflow(options(ctx).settings(), name,
                               args=dict(key_value(a) for a in arg or []))
@@ -46,6 +44,8 @@ def resume(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Re-run a workflow run's failed jobs (or --from JOB) and all downstream of them."""
+    from framework.workflows import resume_workflow
+
     with library_errors(ctx):
         report = resume_workflow(options(ctx).settings(), workflow_run_id,
                                  from_jobs=from_ or [])
@@ -90,6 +90,8 @@ def export(
     if format_ != "airflow":
         raise typer.BadParameter(f"'{format_}': the only format is airflow",
                                  param_hint="--format")
+    from framework.workflows import airflow_dag, load_workflow
+
     with library_errors(ctx):
         source = airflow_dag(load_workflow(options(ctx).settings(), name),
                              deltamark=deltamark)
@@ -100,7 +102,7 @@ def export(
         typer.echo(f"wrote {output}")
 
 
-def _show(report: WorkflowReport, *, as_json: bool) -> None:
+def _show(report: "WorkflowReport", *, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({**asdict(report), "nodes": [plain(asdict(n))
                                                            for n in report.nodes]},
