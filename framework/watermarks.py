@@ -110,7 +110,7 @@ class Watermarks:
     def _rows(self, job_id: str) -> list[dict[str, Any]]:
         """The job's rows, in written order."""
         rows = log.read_rows(self.path, filters=[("job_id", "=", job_id)])
-        found = sorted(rows.to_pylist(), key=lambda r: r["written_at"]) if rows else []
+        found = sorted(log.python_rows(rows), key=lambda r: r["written_at"]) if rows else []
         if not found:
             every = log.read_rows(self.path, columns=["job_id"])
             known = sorted(set(every["job_id"].to_pylist())) if every is not None else []

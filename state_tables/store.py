@@ -158,22 +158,23 @@ class StateStore:
         if not len(rows):
             return {}
         if pc.max(rows["schema_version"]).as_py() > BOOKMARKS.version:
-            upgrade(BOOKMARKS, rows.slice(0, 1).to_pylist()[0])  # raises StateSchemaError
-        is_commit = pc.equal(rows["event"], "commit")
+            upgrade(BOOKMARKS, log.python_rows(rows.slice(0, 1))[0])  # raises StateSchemaError
+        is_commit = log.mask(rows, [("event", "=", "commit")])
         keep = pc.or_(pc.invert(is_commit), pc.is_in(rows["run_seq"],
                                                      value_set=self._committed_seqs(job)))
         if up_to_seq is not None:
-            keep = pc.and_(keep, pc.or_(pc.less(rows["run_seq"], up_to_seq), pc.and_(
-                pc.equal(rows["run_seq"], up_to_seq), is_commit)))
+            keep = pc.and_(keep, pc.or_(log.mask(rows, [("run_seq", "<", up_to_seq)]), pc.and_(
+                log.mask(rows, [("run_seq", "=", up_to_seq)]), is_commit)))
         rows = rows.filter(keep)
-        rows = rows.append_column("_is_event", pc.not_equal(rows["event"], "commit"))
+        rows = rows.append_column("_is_event",
+                                  pc.invert(log.mask(rows, [("event", "=", "commit")])))
         histories = {}
         for name in sorted(pc.unique(rows["context"]).to_pylist()):
-            mine = rows.filter(pc.equal(rows["context"], name)).sort_by(
+            mine = rows.filter(log.mask(rows, [("context", "=", name)])).sort_by(
                 [("run_seq", "ascending"), ("_is_event", "ascending"),
                  ("committed_at", "ascending")])
-            current = _bookmark(upgrade(BOOKMARKS, mine.slice(len(mine) - 1).drop_columns(
-                ["_is_event"]).to_pylist()[0]))
+            current = _bookmark(upgrade(BOOKMARKS, log.python_rows(
+                mine.slice(len(mine) - 1).drop_columns(["_is_event"]))[0]))
             commits = mine.filter(pc.invert(mine["_is_event"]))["run_seq"].to_pylist()
             events = mine.filter(mine["_is_event"]).select(
                 ["run_seq", "event", "restored_from_seq"]).to_pylist()
@@ -310,7 +311,7 @@ class StateStore:
         wanted = table.schema if columns is None else pa.schema(
             [table.schema.field(c) for c in columns])
         if rows is None:
-            return wanted.empty_table()
+            return log.empty_rows(wanted)
         for missing in (f for f in wanted if f.name not in rows.column_names):
             # a nullable column added after this table was created: null in its old rows
             rows = rows.append_column(missing, pa.nulls(len(rows), missing.type))
@@ -345,7 +346,7 @@ def _valid_runs(commits: Sequence[int], events: Sequence[Mapping[str, Any]],
 
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
-    return (upgrade(table, row) for row in rows.to_pylist())
+    return (upgrade(table, row) for row in log.python_rows(rows))
 
 
 def _tag(run: Run) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 
 from framework.cli._common import library_errors, options, render
+from framework.delta import log
 from state_tables.sql import run_sql
 
 
@@ -15,4 +16,4 @@ def sql(
 ) -> None:
     """Query the state tables (runs, bookmarks) and views (current_bookmarks). Read-only."""
     with library_errors(ctx):
-        render(run_sql(options(ctx).store(), statement).to_pylist(), as_json=as_json)
+        render(log.python_rows(run_sql(options(ctx).store(), statement)), as_json=as_json)

@@ -14,11 +14,13 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from urllib.parse import unquote
 
+import arro3.core as arro3
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import (
     CommitProperties,
@@ -47,9 +49,12 @@ __all__ = [
     "changes",
     "commit_files",
     "delete_all",
+    "empty_rows",
     "history",
     "is_table",
+    "mask",
     "merge_rows",
+    "python_rows",
     "query",
     "read_rows",
     "restore",
@@ -462,17 +467,98 @@ def read_rows(path: str, *, version: int | None = None,
               filters: Sequence[tuple[str, str, Any]] | None = None,
               columns: Sequence[str] | None = None) -> pa.Table | None:
     """The rows of an unpartitioned table (at ``version``; only ``columns`` if given), or
-    None if there is no table."""
+    None if there is no table.
+
+    Files are read one by one with ``ParquetFile``: ``pq.read_table`` would load
+    pyarrow.dataset, whose import pulls in pandas (about 0.3 s of every CLI command).
+    """
     if not is_table(path):
         return None
     table = _open(path, version)
     schema = pa.schema(table.schema().to_arrow())
-    uris = table.file_uris()
-    if not uris:
-        return (schema if columns is None else
-                pa.schema([schema.field(c) for c in columns])).empty_table()
-    return pq.read_table(uris, filters=list(filters) if filters else None, schema=schema,
-                         columns=list(columns) if columns is not None else None)
+    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    filters = list(filters or ())
+    needed = pa.schema([f for f in schema
+                        if f.name in wanted.names or any(f.name == c for c, _, _ in filters)])
+    rows = pa.concat_tables([_read_file(uri, needed) for uri in table.file_uris()]
+                            or [empty_rows(needed)])
+    if filters:
+        rows = rows.filter(mask(rows, filters))
+    return rows.select(wanted.names)
+
+
+def _read_file(uri: str, schema: pa.Schema) -> pa.Table:
+    """``schema``'s columns of one data file; columns added after it was written are null."""
+    file = pq.ParquetFile(uri)
+    present = [name for name in schema.names if name in file.schema_arrow.names]
+    rows = file.read(columns=present)
+    columns = [rows[f.name].cast(f.type) if f.name in present else pa.nulls(len(rows), f.type)
+               for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def python_rows(rows: pa.Table) -> list[dict[str, Any]]:
+    """``rows.to_pylist()``, converting top-level UTC and naive timestamps here: pyarrow's
+    own conversion imports pandas (about 0.3 s, most of a read-only CLI command)."""
+    stamps = {f.name: f.type for f in rows.schema
+              if pa.types.is_timestamp(f.type) and f.type.tz in (None, "UTC")}
+    if not stamps:
+        return rows.to_pylist()
+    as_ticks = rows.cast(pa.schema([pa.field(f.name, pa.int64(), f.nullable)
+                                    if f.name in stamps else f for f in rows.schema]))
+    found = as_ticks.to_pylist()
+    for row in found:
+        for name, kind in stamps.items():
+            if row[name] is not None:
+                row[name] = _timestamp(row[name], kind)
+    return found
+
+
+_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+
+
+def _timestamp(ticks: int, kind: pa.TimestampType) -> datetime:
+    seconds, fraction = divmod(ticks, _PER_SECOND[kind.unit])
+    since_epoch = timedelta(seconds=seconds,
+                            microseconds=fraction * 1_000_000 // _PER_SECOND[kind.unit])
+    return datetime(1970, 1, 1, tzinfo=None if kind.tz is None else UTC) + since_epoch
+
+
+_COMPARE = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+            ">": pc.greater, ">=": pc.greater_equal}
+
+
+def mask(rows: pa.Table, filters: Sequence[tuple[str, str, Any]]) -> pa.ChunkedArray:
+    """Which ``rows`` satisfy every ``(column, op, value)`` filter (null: unknown, which
+    ``Table.filter`` drops). Unlike ``pc.equal(column, value)``, it never imports pandas."""
+    masks = []
+    for column, op, value in filters:
+        values = rows[column]
+        if op in ("in", "not in"):
+            member = pc.is_in(values, value_set=_arrow_array(list(value), values.type))
+            masks.append(member if op == "in" else pc.invert(member))
+        else:
+            masks.append(_COMPARE[op](values, _arrow_array([value], values.type)[0]))
+    every = masks[0]
+    for more in masks[1:]:
+        every = pc.and_kleene(every, more)
+    return every
+
+
+def _arrow_array(values: list[Any], kind: pa.DataType) -> pa.Array:
+    """``pa.array(values, kind)`` built by arro3: pyarrow's own conversion imports pandas."""
+    if pa.types.is_timestamp(kind):
+        per_micro = _PER_SECOND[kind.unit] / 1_000_000
+        epoch = datetime(1970, 1, 1, tzinfo=None if kind.tz is None else UTC)
+        ticks = [None if v is None else int((v - epoch) // timedelta(microseconds=1) * per_micro)
+                 for v in values]
+        return pa.array(arro3.Array(ticks, arro3.DataType.int64())).cast(kind)
+    return pa.array(arro3.Array(values, arro3.DataType.from_arrow(kind)))
+
+
+def empty_rows(schema: pa.Schema) -> pa.Table:
+    """``schema.empty_table()``, which would import pandas."""
+    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
 def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> pa.Table:
@@ -490,7 +576,7 @@ def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> 
     try:
         for statement in setup:
             builder.execute(statement).read_all()
-        return pa.table(builder.execute(sql).read_all())
+        return pa.RecordBatchReader.from_stream(builder.execute(sql)).read_all()
     except Exception as exc:  # DataFusion raises plain Exception subclasses
         message = " ".join(str(exc).split())
         raise errors.DeltamarkError(f"sql: {message}") from exc
