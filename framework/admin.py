@@ -17,12 +17,13 @@ from framework.config import Settings
 from framework.delta import log
 from framework.errors import RewindError, RunNotFoundError, RunStateError, StateHistoryError
 from framework.lease import job_lease
-from framework.runner import landed_targets
+from framework.runner import discard_unlanded, landed_targets
+from framework.sinks import parquet
 from state_tables.model import Bookmark, Run
 from state_tables.store import StateStore
 
-__all__ = ["RestoredTarget", "Rewind", "abort_run", "bookmark_history", "glue_bookmark_entry",
-           "reset", "rewind"]
+__all__ = ["PrunedTarget", "RestoredTarget", "Rewind", "abort_run", "bookmark_history",
+           "glue_bookmark_entry", "reset", "rewind"]
 
 
 @dataclass(frozen=True)
@@ -36,13 +37,22 @@ class RestoredTarget:
 
 
 @dataclass(frozen=True)
+class PrunedTarget:
+    """A Parquet target whose files from runs after the run rewound to were deleted."""
+
+    target: str
+    removed_runs: tuple[int, ...]
+    removed_files: int
+
+
+@dataclass(frozen=True)
 class Rewind:
     """What a rewind or reset recorded."""
 
     job: str
     to_run: Run | None
     bookmarks: tuple[Bookmark, ...]
-    restored: tuple[RestoredTarget, ...] = ()
+    restored: tuple[RestoredTarget | PrunedTarget, ...] = ()
 
 
 def abort_run(settings: Settings, run_id: str) -> Run:
@@ -69,6 +79,7 @@ def abort_run(settings: Settings, run_id: str) -> Run:
         aborted = dataclasses.replace(run, status="aborted", ended_at=datetime.now(UTC),
                                       recovery="aborted_by_operator")
         store.record_run(aborted)
+        discard_unlanded(run)
     return aborted
 
 
@@ -138,6 +149,7 @@ def _supersede_unfinished(store: StateStore, runs: Sequence[Run]) -> None:
     if runs and runs[-1].status in ("running", "committing", "failed"):
         store.record_run(dataclasses.replace(runs[-1], status="aborted",
                                              ended_at=datetime.now(UTC), recovery="rewound"))
+        discard_unlanded(runs[-1])
 
 
 def _reset_row(job: str, context: str, seq: int, now: datetime) -> Bookmark:
@@ -145,10 +157,13 @@ def _reset_row(job: str, context: str, seq: int, now: datetime) -> Bookmark:
                     state={}, event="reset", committed_at=now)
 
 
-def _restore_targets(job: str, run: Run, runs: Sequence[Run]) -> list[RestoredTarget]:
-    """Check every target first; act only when none has a foreign commit since ``run``."""
-    targets = sorted({t for r in runs if r.run_seq >= run.run_seq
-                      for t, out in r.outputs.items() if out.get("written")})
+def _restore_targets(job: str, run: Run, runs: Sequence[Run]
+                     ) -> list[RestoredTarget | PrunedTarget]:
+    """Check every Delta target first; act only when none has a foreign commit since
+    ``run``. Parquet targets lose this job's files of later runs (no one else's)."""
+    written = {t: out for r in runs if r.run_seq >= run.run_seq
+               for t, out in r.outputs.items() if out.get("written")}
+    targets = sorted(t for t, out in written.items() if out.get("format") != "parquet")
     plans, foreign = [], []
     for target in targets:
         if not log.is_table(target):
@@ -169,7 +184,11 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]) -> list[RestoredTa
             job, "not restoring the targets: other writers committed to them after run "
             f"{run.run_id}: {'; '.join(foreign)}. Nothing was changed; restore them by "
             "hand, or rewind without --restore-targets.")
-    restored = []
+    restored: list[RestoredTarget | PrunedTarget] = []
+    for target in sorted(t for t, out in written.items() if out.get("format") == "parquet"):
+        if removed := parquet.remove_runs_after(target, job, run.run_seq):
+            restored.append(PrunedTarget(target, tuple(c.run_seq for c in removed),
+                                         sum(len(c.files) for c in removed)))
     for target, current, keep in plans:
         tag = {"deltamarkRestore": {"job": job, "to_run": run.run_id}}
         new = (log.restore(target, keep, user_metadata=tag) if keep is not None

@@ -36,6 +36,7 @@ from framework.errors import (
     SourceError,
 )
 from framework.modes import BookmarkOptions
+from framework.sinks import parquet
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
@@ -477,6 +478,33 @@ class JobContext:
             DataQualityError: the checks failed (nothing was written).
             SchemaMismatchError, WriteConflictError
         """
+        write = functools.partial(
+            self._write, target=target, mode=mode, partition_by=partition_by,
+            replace_where=replace_where, merge_schema=merge_schema,
+            merge_on=(merge_on,) if isinstance(merge_on, str) else tuple(merge_on))
+        return self._checked_write(df, target, mode, checks, write)
+
+    def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
+                      checks: str | None = None) -> WriteResult:
+        """Append ``df`` to the plain Parquet directory ``target``, exactly once per run.
+
+        For readers that take only Parquet. The run's files and a manifest are committed
+        the way ``framework.sinks.parquet`` describes; recovery and ``--restore-targets``
+        rewinds delete this job's files precisely. ``result.version`` is the run_seq.
+        ``checks`` works as in ``write_delta``. Prefer Delta where readers must never see
+        part of a run.
+
+        Raises:
+            JobError: as ``write_delta``.
+            DataQualityError: the checks failed (nothing was written).
+        """
+        write = functools.partial(self._write, target=target, mode="append",
+                                  partition_by=partition_by, format="parquet")
+        return self._checked_write(df, target, "append", checks, write)
+
+    def _checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
+                       write: Callable[[DataFrame], WriteResult]) -> WriteResult:
+        """``write(df)``, after the rule set ``checks`` (if any) let the rows through."""
         if mode == "append" and (rereading := [r.context for r in self._reads.values()
                                                if r.rereads]):
             raise JobError(self.job_name, f"{', '.join(rereading)} read rows again (lookback); "
@@ -486,10 +514,6 @@ class JobContext:
             raise JobError(self.job_name, f"checks={checks!r}: no such rule set under checks: "
                            f"in the job's conf (there: {', '.join(self._checks) or 'none'}).")
         self._output_key(target)  # written twice: fail before any check runs
-        write = functools.partial(
-            self._write, target=target, mode=mode, partition_by=partition_by,
-            replace_where=replace_where, merge_schema=merge_schema,
-            merge_on=(merge_on,) if isinstance(merge_on, str) else tuple(merge_on))
         if checks is None or self.dry_run or not df.columns:
             return write(df)
         with _cached(df) as rows:
@@ -497,25 +521,37 @@ class JobContext:
 
     def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
-               merge_schema: bool = False, merge_on: Sequence[str] = ()) -> WriteResult:
+               merge_schema: bool = False, merge_on: Sequence[str] = (),
+               format: Literal["delta", "parquet"] = "delta") -> WriteResult:
         key = self._output_key(target)
+        kind = {"format": "parquet"} if format == "parquet" else {}
         if self.dry_run or not df.columns:
-            self._outputs[key] = {"target": target, "written": False}
-            current = self._engine.version(target)
+            self._outputs[key] = {"target": target, "written": False, **kind}
+            current = None if format == "parquet" else self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
-        self._outputs[key] = {"target": target, "written": False, "pending": True}
+        self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
         if self._hooks:
             self._hooks.before_target_write(self)
-        result = self._engine.write(
-            df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
-            merge_schema=merge_schema, merge_on=merge_on,
-            txn=AppTransaction(app_id(self.job_name), self.run_seq),
-            metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
-                                    "run_seq": self.run_seq, "bookmarks": self._states()}})
-        self._outputs[key] = {"target": target, "written": True, "version": result.version,
+        if format == "parquet":
+            commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
+                                   run_seq=self.run_seq, attempt=self._run.attempt,
+                                   partition_by=partition_by)
+            result = WriteResult(version=self.run_seq, skipped=commit.replayed)
+            written = {"files": len(commit.files), "rows": commit.rows}
+            self.log.info("%s %s (%d files, %d rows)", "found run already in"
+                          if commit.replayed else "wrote", target, len(commit.files), commit.rows)
+        else:
+            result = self._engine.write(
+                df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
+                merge_schema=merge_schema, merge_on=merge_on,
+                txn=AppTransaction(app_id(self.job_name), self.run_seq),
+                metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
+                                        "run_seq": self.run_seq, "bookmarks": self._states()}})
+            written = {"version": result.version}
+            self.log.info("%s %s (version %d)", "found run already in" if result.skipped
+                          else "wrote", target, result.version)
+        self._outputs[key] = {"target": target, "written": True, **kind, **written,
                               "replayed": result.skipped}
-        self.log.info("%s %s (version %d)", "found run already in" if result.skipped
-                      else "wrote", target, result.version)
         if self._hooks:
             self._hooks.after_target_write(self)
         return result

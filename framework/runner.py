@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import signal
 import time
 import uuid
 from collections import defaultdict
@@ -38,10 +37,12 @@ from typing import TYPE_CHECKING, Any
 from framework.config import SETTINGS_FILE, Settings
 from framework.delta import log
 from framework.errors import BookmarkOptionError, JobFailedError
+from framework.faults import crash_point
 from framework.job import Connections, JobContext, PinnedRead, RunIdentity, app_id
 from framework.job_config import JobSpec, load_job
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
+from framework.sinks import parquet
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import resolve_connection
 from state_tables.model import Run, RunStatus
@@ -52,12 +53,10 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
 
-__all__ = ["CRASH_ENV", "Recovery", "RunReport", "landed_targets", "run_job"]
+__all__ = [
+    "Recovery", "RunReport", "discard_unlanded", "landed_targets", "run_job",
+]
 
-#: Fault injection for the crash tests: ``<step>`` or ``<step>:<n>`` (the n-th time) makes
-#: the process SIGKILL itself there. Steps: started, plan_recorded (between a plan's rows
-#: and its run row), planned (before a target write), target_committed, committing.
-CRASH_ENV = "DELTAMARK_CRASH_AT"
 
 
 @dataclass(frozen=True)
@@ -221,6 +220,7 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     landed = landed_targets(last)
     now = datetime.now(UTC)
     if not landed:
+        discard_unlanded(last)
         if last.status == "failed":
             return None
         store.record_run(dataclasses.replace(last, status="aborted", ended_at=now,
@@ -252,25 +252,30 @@ def _attempted(run: Run) -> list[str]:
 
 
 def landed_targets(run: Run) -> list[str]:
-    """The targets that hold ``run``'s commit (their app transaction reached its run_seq)."""
-    return [t for t in _attempted(run) if log.is_table(t)
-            and (log.transaction_version(t, app_id(run.job)) or 0) >= run.run_seq]
+    """The targets that hold ``run``'s commit: a Delta table whose app transaction reached
+    its run_seq, a Parquet directory with its manifest."""
+    return [t for t in _attempted(run) if _landed(run, t)]
 
 
-def crash_point(step: str) -> None:
-    """Fault injection for the crash tests (``DELTAMARK_CRASH_AT``); a no-op otherwise."""
-    wanted = os.environ.get(CRASH_ENV)
-    if not wanted:
-        return
-    name, _, nth = wanted.partition(":")
-    if name != step:
-        return
-    _CRASH_COUNTS[step] = _CRASH_COUNTS.get(step, 0) + 1
-    if _CRASH_COUNTS[step] == int(nth or 1):
-        os.kill(os.getpid(), signal.SIGKILL)
+def _landed(run: Run, target: str) -> bool:
+    if _is_parquet(run, target):
+        return parquet.committed(target, run.job, run.run_seq) is not None
+    return (log.is_table(target)
+            and (log.transaction_version(target, app_id(run.job)) or 0) >= run.run_seq)
 
 
-_CRASH_COUNTS: dict[str, int] = {}
+def discard_unlanded(run: Run) -> None:
+    """Delete the files an unfinished ``run`` left in Parquet targets it did not land in
+    (Delta targets need nothing: an uncommitted write is invisible)."""
+    for target in _attempted(run):
+        if _is_parquet(run, target):
+            parquet.discard(target, run.job, run.run_seq)
+
+
+def _is_parquet(run: Run, target: str) -> bool:
+    return run.outputs[target].get("format") == "parquet"
+
+
 
 
 def _connections(settings: Settings) -> Connections:

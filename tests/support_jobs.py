@@ -184,3 +184,19 @@ class Step(IncrementalJob):
         if p.get("fail") == "true":
             raise RuntimeError(f"{ctx.job_name} was told to fail")
         ctx.publish(f"{ctx.job_name}_done", ctx.run_seq)
+
+
+class CopyToParquet(IncrementalJob):
+    """Landing files -> a Parquet directory (in ``files`` files; ``archive``: a Delta
+    table written first)."""
+
+    def run(self, ctx):
+        from pyspark.sql import functions as F
+
+        p = ctx.params
+        df = read(ctx)
+        if df.columns:  # an empty read has none
+            df = df.withColumn("part", F.col("id") % 2).repartition(int(p.get("files", 1)))
+        if "archive" in p:
+            ctx.write_delta(df, p["archive"])
+        ctx.write_parquet(df, p["target"], partition_by=["part"])

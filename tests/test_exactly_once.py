@@ -21,8 +21,8 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.errors import ConcurrentRunError
+from framework.faults import CRASH_ENV
 from framework.lease import lease_holder
-from framework.runner import CRASH_ENV
 
 pytestmark = pytest.mark.spark
 

@@ -12,7 +12,7 @@ from framework import admin
 from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
-from framework.runner import CRASH_ENV
+from framework.faults import CRASH_ENV
 
 
 @pytest.fixture

@@ -53,6 +53,10 @@ def rewind(
                 else f"state of run {b.restored_from_seq}")
         typer.echo(f"  {b.context}: {what}")
     for t in done.restored:
+        if isinstance(t, admin.PrunedTarget):
+            typer.echo(f"  target {t.target}: deleted the {t.removed_files} files of runs "
+                       f"{', '.join(map(str, t.removed_runs))}")
+            continue
         to = f"version {t.to_version}" if t.to_version is not None else "empty (created later)"
         typer.echo(f"  target {t.target}: restored to {to} as version {t.new_version}")
     if not restore_targets:

@@ -112,6 +112,9 @@ class _Reader:
             "use from_options with the table's path (s3 or delta) or its database connection")
 
 
+_SINK_FORMATS = ("delta", "parquet", "glueparquet")
+
+
 class _Writer:
     def __init__(self, glue: GlueContext):
         self._glue = glue
@@ -120,16 +123,22 @@ class _Writer:
                      connection_options: Mapping[str, Any] | None = None,
                      format: str | None = None, transformation_ctx: str = "",
                      **_: Any) -> DynamicFrame:
-        """Write ``frame`` to the Delta table at ``connection_options["path"]`` in one
-        commit of the run (``format`` delta; ``partitionKeys`` partition a new table)."""
+        """Write ``frame`` to ``connection_options["path"]`` once in this run: a Delta
+        table (``format`` delta, the default) or a Parquet directory (``parquet``,
+        ``glueparquet``); ``partitionKeys`` partition the files (a new Delta table)."""
         options = dict(connection_options or {})
-        if connection_type not in ("s3", "delta") or (format or "delta").lower() != "delta":
+        kind = (format or "delta").lower()
+        if connection_type not in ("s3", "delta") or kind not in _SINK_FORMATS:
             raise GlueUnsupportedError(
                 f"write_dynamic_frame.from_options(connection_type={connection_type!r}, "
-                f"format={format!r})", "format='delta': deltamark's exactly-once writes are "
-                "Delta commits (plain Parquet files cannot be made exactly-once)")
-        self._glue._ctx.write_delta(frame.toDF(), options["path"],
-                                    partition_by=options.get("partitionKeys") or ())
+                f"format={format!r})", "format='delta' or 'parquet': deltamark writes exactly "
+                "once to Delta tables and Parquet directories")
+        if not options.get("path"):
+            raise GlueUnsupportedError("write_dynamic_frame.from_options without a path",
+                                       "give connection_options={'path': ...}")
+        write = (self._glue._ctx.write_delta if kind == "delta"
+                 else self._glue._ctx.write_parquet)
+        write(frame.toDF(), options["path"], partition_by=options.get("partitionKeys") or ())
         return frame
 
     def from_catalog(self, frame: Any = None, database: str = "", table_name: str = "",

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.fs as pafs
 
+from framework.storage import filesystem
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -177,13 +179,13 @@ def list_files(source: FileSource) -> list[ListedFile]:
     """
     found: list[ListedFile] = []
     for root in source.paths:
-        filesystem, base, to_uri = _filesystem(root)
-        info = filesystem.get_file_info(base)
+        fs, base, to_uri = filesystem(root)
+        info = fs.get_file_info(base)
         if info.type == pafs.FileType.File:
             infos, prefix = [info], os.path.dirname(base)
         elif info.type == pafs.FileType.Directory:
             selector = pafs.FileSelector(base, recursive=source.recurse)
-            infos, prefix = filesystem.get_file_info(selector), base.rstrip("/")
+            infos, prefix = fs.get_file_info(selector), base.rstrip("/")
         else:
             raise FileNotFoundError(f"{root} does not exist")
         for item in infos:
@@ -197,17 +199,6 @@ def list_files(source: FileSource) -> list[ListedFile]:
                 continue
             found.append(ListedFile(uri, item.size, item.mtime_ns // 1_000_000))
     return found
-
-
-def _filesystem(root: str) -> tuple[pafs.FileSystem, str, Callable[[str], str]]:
-    if "://" not in root or root.startswith("file://"):
-        local = os.path.abspath(root.removeprefix("file://"))
-        return pafs.LocalFileSystem(), local, lambda p: p
-    scheme = root.split("://", 1)[0]
-    # Spark's Hadoop names for S3; pyarrow knows the store as s3.
-    filesystem, base = pafs.FileSystem.from_uri(
-        "s3://" + root.split("://", 1)[1] if scheme in ("s3a", "s3n") else root)
-    return filesystem, base, lambda p: f"{scheme}://{p}"
 
 
 def _hidden(relative: str) -> bool:
@@ -353,8 +344,8 @@ def _base_path(source: FileSource) -> str | None:
     """The one root directory, so Spark parses partition directories below it."""
     if len(source.paths) != 1:
         return None
-    filesystem, base, to_uri = _filesystem(source.paths[0])
-    info = filesystem.get_file_info(base)
+    fs, base, to_uri = filesystem(source.paths[0])
+    info = fs.get_file_info(base)
     return to_uri(base) if info.type == pafs.FileType.Directory else None
 
 

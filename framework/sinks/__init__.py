@@ -1,0 +1,1 @@
+"""Targets other than Delta tables (Delta targets go through ``framework.delta``)."""

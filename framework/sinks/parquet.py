@@ -1,0 +1,198 @@
+"""Plain Parquet targets, written exactly once per run.
+
+A Parquet directory has no transaction log, so deltamark keeps one beside the data, in
+``_deltamark/`` (Spark, Hive and Athena skip names starting with ``_``):
+
+1. Spark writes the run's rows to ``_deltamark/staging/<tag><attempt>/``;
+2. each file is moved into the target (its partition directory kept), named
+   ``<tag><Spark's name>``, where the tag is ``dm-<job hash>-<run_seq>-``;
+3. the manifest ``_deltamark/commits/<tag>.json`` (job, run, files, rows) is written
+   atomically. It is the commit point: the run has landed in the target once it exists.
+
+A run that stops before its manifest leaves tagged files that no manifest lists; recovery
+(abort or replay) and the next attempt of the same run delete them, so a reader that
+lists the directory after recovery sees each row exactly once. Until then, or while the
+files are moved (milliseconds), a reader may see part of a run: use a Delta target where
+readers must never see that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import posixpath
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from framework.faults import crash_point
+from framework.storage import filesystem
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["ParquetCommit", "committed", "discard", "remove_runs_after", "write"]
+
+LOG_DIR = "_deltamark"
+
+
+@dataclass(frozen=True)
+class ParquetCommit:
+    """A run's files in a Parquet target (paths relative to it), from its manifest."""
+
+    job: str
+    run_id: str
+    run_seq: int
+    files: tuple[str, ...]
+    rows: int
+    replayed: bool = False
+
+
+def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, attempt: int,
+          partition_by: Sequence[str] = ()) -> ParquetCommit:
+    """Write ``df`` to ``target`` as run ``run_seq``'s files; a run that already landed
+    there is not written again (its commit is returned, ``replayed``)."""
+    fs, base, to_uri = filesystem(target)
+    if (done := _manifest(fs, base, job, run_seq)) is not None:
+        return dataclasses.replace(done, replayed=True)
+    discard(target, job, run_seq)  # an earlier attempt's files, if it stopped midway
+    tag = _tag(job, run_seq)
+    staging = posixpath.join(base, LOG_DIR, "staging", f"{tag}{attempt}")
+    df.write.mode("overwrite").partitionBy(*partition_by).parquet(to_uri(staging))
+    try:
+        files, rows = _move(fs, staging, base, tag)
+        commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows)
+        _write_manifest(fs, base, commit)
+    except BaseException:
+        discard(target, job, run_seq)
+        raise
+    fs.delete_dir(staging)
+    return commit
+
+
+def committed(target: str, job: str, run_seq: int) -> ParquetCommit | None:
+    """Run ``run_seq``'s commit in ``target``, or None if it has not landed there."""
+    fs, base, _ = filesystem(target)
+    return _manifest(fs, base, job, run_seq)
+
+
+def discard(target: str, job: str, run_seq: int) -> int:
+    """Delete what an unfinished run ``run_seq`` left in ``target`` (files no manifest
+    lists, its staging); returns how many data files were deleted. A landed run is kept."""
+    fs, base, _ = filesystem(target)
+    if _manifest(fs, base, job, run_seq) is not None or not _exists(fs, base):
+        return 0
+    tag = _tag(job, run_seq)
+    leftovers = [f for f in _data_files(fs, base) if posixpath.basename(f).startswith(tag)]
+    for leftover in leftovers:
+        fs.delete_file(leftover)
+    for staged in _listing(fs, posixpath.join(base, LOG_DIR, "staging"), recursive=False):
+        if posixpath.basename(staged.path).startswith(tag):
+            fs.delete_dir(staged.path)
+    return len(leftovers)
+
+
+def remove_runs_after(target: str, job: str, run_seq: int) -> list[ParquetCommit]:
+    """Delete the files of ``job``'s runs after ``run_seq`` (a rewind restoring its
+    targets), newest first, each with its manifest last; returns what was removed."""
+    fs, base, _ = filesystem(target)
+    later = sorted((c for c in _manifests(fs, base, job) if c.run_seq > run_seq),
+                   key=lambda c: -c.run_seq)
+    for commit in later:
+        for name in commit.files:
+            path = posixpath.join(base, name)
+            if fs.get_file_info(path).type == pafs.FileType.File:
+                fs.delete_file(path)
+        fs.delete_file(_manifest_path(base, job, commit.run_seq))
+    return later
+
+
+def _job_prefix(job: str) -> str:
+    return f"dm-{hashlib.sha256(job.encode()).hexdigest()[:12]}-"
+
+
+def _tag(job: str, run_seq: int) -> str:
+    """The prefix of a run's file names: fixed widths, so no run's tag starts another's."""
+    return f"{_job_prefix(job)}{run_seq:010d}-"
+
+
+def _manifest_path(base: str, job: str, run_seq: int) -> str:
+    return posixpath.join(base, LOG_DIR, "commits", f"{_tag(job, run_seq)[:-1]}.json")
+
+
+def _manifest(fs: pafs.FileSystem, base: str, job: str, run_seq: int) -> ParquetCommit | None:
+    path = _manifest_path(base, job, run_seq)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    return _read_manifest(fs, path)
+
+
+def _manifests(fs: pafs.FileSystem, base: str, job: str) -> list[ParquetCommit]:
+    prefix = _job_prefix(job)
+    return [_read_manifest(fs, f.path)
+            for f in _listing(fs, posixpath.join(base, LOG_DIR, "commits"), recursive=False)
+            if posixpath.basename(f.path).startswith(prefix) and f.path.endswith(".json")]
+
+
+def _read_manifest(fs: pafs.FileSystem, path: str) -> ParquetCommit:
+    with fs.open_input_stream(path) as stream:
+        found = json.loads(stream.read())
+    return ParquetCommit(job=found["job"], run_id=found["run_id"], run_seq=found["run_seq"],
+                         files=tuple(found["files"]), rows=found["rows"])
+
+
+def _write_manifest(fs: pafs.FileSystem, base: str, commit: ParquetCommit) -> None:
+    """Written aside, then moved into place: it appears whole or not at all."""
+    path = _manifest_path(base, commit.job, commit.run_seq)
+    fs.create_dir(posixpath.dirname(path))
+    aside = f"{path}.{uuid.uuid4().hex}.tmp"
+    body = {"job": commit.job, "run_id": commit.run_id, "run_seq": commit.run_seq,
+            "files": list(commit.files), "rows": commit.rows,
+            "committed_at": datetime.now(UTC).isoformat()}
+    with fs.open_output_stream(aside) as out:
+        out.write(json.dumps(body, indent=1).encode())
+    fs.move(aside, path)
+
+
+def _move(fs: pafs.FileSystem, staging: str, base: str, tag: str) -> tuple[tuple[str, ...], int]:
+    """Move the staged data files into the target; files without rows are dropped."""
+    moved, rows = [], 0
+    for staged in _data_files(fs, staging):
+        relative = staged[len(staging):].lstrip("/")
+        with fs.open_input_file(staged) as source:
+            count = pq.ParquetFile(source).metadata.num_rows
+        if not count:
+            continue
+        folder, name = posixpath.split(relative)
+        destination = posixpath.join(folder, f"{tag}{name}")
+        fs.create_dir(posixpath.join(base, folder))
+        fs.move(staged, posixpath.join(base, destination))
+        crash_point("parquet_moved")
+        moved.append(destination)
+        rows += count
+    return tuple(sorted(moved)), rows
+
+
+def _data_files(fs: pafs.FileSystem, root: str) -> list[str]:
+    """The Parquet files under ``root``, outside hidden names (``_deltamark``, ``.crc``)."""
+    found = []
+    for info in _listing(fs, root, recursive=True):
+        relative = info.path[len(root):].lstrip("/")
+        hidden = any(p.startswith(("_", ".")) for p in relative.split("/"))
+        if info.type == pafs.FileType.File and not hidden and relative.endswith(".parquet"):
+            found.append(info.path)
+    return found
+
+
+def _listing(fs: pafs.FileSystem, root: str, *, recursive: bool) -> list[pafs.FileInfo]:
+    return fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=recursive))
+
+
+def _exists(fs: pafs.FileSystem, base: str) -> bool:
+    return fs.get_file_info(base).type == pafs.FileType.Directory
