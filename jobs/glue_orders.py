@@ -6,7 +6,8 @@ imports changed (awsglue -> framework.glue). Run it with:
         --arg documents_path=... --arg target=...
 
 Two bookmarked sources (order batches and nested order documents), a Relationalize of the
-documents, a write of every table, and job.commit().
+documents, writes (orders as partitioned Parquet, the document tables as Delta), and
+job.commit().
 """
 
 import sys
@@ -46,8 +47,8 @@ tables = Relationalize.apply(frame=documents, staging_path="/tmp/glue-staging/",
 glueContext.write_dynamic_frame.from_options(
     frame=orders,
     connection_type="s3",
-    connection_options={"path": args["target"] + "/orders"},
-    format="delta",
+    connection_options={"path": args["target"] + "/orders", "partitionKeys": ["country"]},
+    format="glueparquet",
     transformation_ctx="orders_sink",
 )
 for name in tables.keys():  # noqa: SIM118 (as Glue's documentation writes it)
