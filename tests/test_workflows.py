@@ -53,7 +53,8 @@ def received(ws, job):
 def test_validation_reports_every_problem_naming_the_file(project):
     declare(project, "bad", {
         "schedule": "every hour",
-        "jobs": {"a": {}, "b": {}, "c": {}, "nope": {}, "h": {"timeout_minutes": 0}},
+        "jobs": {"a": {}, "b": {}, "c": {}, "nope": {}, "h": {"timeout_minutes": 0},
+                 "g": {"script": "no/such/script.py"}},
         "triggers": [
             {"start": ["a"]}, {"name": "again", "start": ["b"]},
             {"when": {"all": [{"c": "SUCCEEDED"}]}, "start": ["b"]},
@@ -66,6 +67,7 @@ def test_validation_reports_every_problem_naming_the_file(project):
     assert "schedule: 'every hour' is not a cron expression" in problems
     assert "jobs.nope: unknown job" in problems
     assert "jobs.h.timeout_minutes: must be a positive number" in problems
+    assert "jobs.g.script: no such file no/such/script.py" in problems
     assert "triggers[3].when: b: 'DONE' is not one of SUCCEEDED, FAILED, TIMEOUT, STOPPED" \
         in problems
     body = {"jobs": {"a": {}, "b": {}, "c": {}, "h": {}}, "triggers": [
@@ -193,3 +195,46 @@ def test_the_example_pipeline_is_valid_and_exports():
     workflow = load_workflow(load_settings(conf_dir="conf"), "orders_pipeline")
     assert list(workflow.jobs) == ["orders_ingest", "orders_silver", "orders_gold"]
     ast.parse(airflow_dag(workflow))
+
+
+GLUE_SCRIPT = """
+import sys
+from framework.glue.context import GlueContext
+from framework.glue.job import Job
+from framework.glue.utils import getResolvedOptions
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "landing", "target"])
+glueContext = GlueContext(None)
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+frame = glueContext.create_dynamic_frame.from_options(
+    connection_type="s3", connection_options={"paths": [args["landing"]]}, format="json",
+    transformation_ctx="landing_source")
+glueContext.write_dynamic_frame.from_options(
+    frame=frame, connection_type="s3", connection_options={"path": args["target"]},
+    format="parquet")
+job.commit()
+"""
+
+
+def test_a_glue_script_is_a_workflow_job_with_its_bookmarks(project):
+    ws = project
+    script = ws.root / "glue_copy.py"
+    script.write_text(GLUE_SCRIPT)
+    target = ws.root / "lake" / "copied"
+    declare(ws, "glue_flow", {
+        "jobs": {"a": {}, "copy_glue": {"script": str(script), "args": {
+            "job-bookmark-option": "job-bookmark-enable", "landing": str(ws.landing),
+            "target": str(target)}}},
+        "triggers": [{"start": ["a"]},
+                     {"when": {"all": [{"a": "SUCCEEDED"}]}, "start": ["copy_glue"]}]})
+    for rows in (3, 2):
+        ws.land(rows=rows)
+        assert run_workflow(ws.settings, "glue_flow").succeeded
+    runs = ws.store.runs("copy_glue")
+    assert [(r.status, r.inputs["landing_source"]["files"]) for r in runs] == [
+        ("succeeded", 1), ("succeeded", 1)]
+    ids = sorted(r.id for r in ws.spark.read.parquet(str(target)).collect())
+    assert ids == [100, 101, 102, 200, 201]
+    dag = airflow_dag(load_workflow(ws.settings, "glue_flow"), deltamark="dm")
+    assert f"dm run copy_glue --script {script} --arg" in dag

@@ -8,6 +8,7 @@
       orders_ingest: {args: {landing: data/landing/orders}, timeout_minutes: 30}
       orders_silver: {}
       orders_gold: {}
+      glue_orders: {script: jobs/glue_orders.py, args: {job-bookmark-option: job-bookmark-enable}}
     triggers:
       - start: [orders_ingest]                       # the start trigger (no condition)
       - name: refine
@@ -41,6 +42,7 @@ JobState = Literal["SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED"]
 
 KNOWN_KEYS = ("description", "schedule", "max_concurrency", "run_properties", "jobs",
               "triggers")
+JOB_KEYS = ("args", "timeout_minutes", "script")
 _CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
 
 
@@ -70,11 +72,17 @@ class Trigger:
 
 @dataclass(frozen=True)
 class WorkflowJob:
-    """A job in a workflow: its args for this workflow and its time limit."""
+    """A job in a workflow: its args for this workflow, its time limit, and for an AWS Glue
+    script run as the job (``deltamark run --script``), the script."""
 
     name: str
     args: Mapping[str, str] = field(default_factory=dict)
     timeout_minutes: float | None = None
+    script: Path | None = None
+
+    def run_arguments(self) -> list[str]:
+        """What follows ``deltamark run``: the job, and its script if it has one."""
+        return [self.name, *(("--script", str(self.script)) if self.script else ())]
 
 
 @dataclass(frozen=True)
@@ -147,15 +155,20 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
         raw_jobs = {}
     for job, body in raw_jobs.items():
         where = f"jobs.{job}"
-        if job not in declared:
-            problems.append(f"{where}: unknown job (jobs in conf/jobs: "
-                            f"{', '.join(sorted(declared)) or 'none'})")
         body = body or {}
         if not isinstance(body, Mapping):
-            problems.append(f"{where}: must be a mapping with args, timeout_minutes")
+            problems.append(f"{where}: must be a mapping with {', '.join(JOB_KEYS)}")
             continue
-        problems += [f"unknown key '{where}.{key}' (known: args, timeout_minutes)"
-                     for key in body if key not in ("args", "timeout_minutes")]
+        problems += [f"unknown key '{where}.{key}' (known: {', '.join(JOB_KEYS)})"
+                     for key in body if key not in JOB_KEYS]
+        script = Path(body["script"]).absolute() if body.get("script") else None
+        if script is not None and not script.is_file():
+            problems.append(f"{where}.script: no such file {body['script']} (relative paths "
+                            "start at the working directory)")
+        if script is None and job not in declared:
+            problems.append(f"{where}: unknown job (jobs in conf/jobs: "
+                            f"{', '.join(sorted(declared)) or 'none'}; a Glue script "
+                            "takes script: PATH)")
         args, bad = scalar_mapping(body.get("args"), f"{where}.args")
         problems += bad
         timeout = body.get("timeout_minutes")
@@ -163,7 +176,7 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
                 timeout, (int, float)) or timeout <= 0):
             problems.append(f"{where}.timeout_minutes: must be a positive number")
             timeout = None
-        jobs[str(job)] = WorkflowJob(str(job), args, timeout)
+        jobs[str(job)] = WorkflowJob(str(job), args, timeout, script)
 
     triggers = []
     raw_triggers = raw.get("triggers")

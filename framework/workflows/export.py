@@ -47,7 +47,8 @@ def airflow_dag(workflow: Workflow, *, deltamark: str = "deltamark") -> str:
     for job in workflow.jobs:
         trigger = workflow.trigger_of(job)
         args = {**workflow.jobs[job].args, **trigger.args, **workflow.run_properties}
-        command = " ".join([deltamark, "run", shlex.quote(job),
+        command = " ".join([deltamark, "run",
+                            *map(shlex.quote, workflow.jobs[job].run_arguments()),
                             *(f"--arg {shlex.quote(f'{k}={v}')}" for k, v in args.items())])
         options = [f"task_id={job!r}", f"bash_command={command!r}"]
         if not trigger.is_start:

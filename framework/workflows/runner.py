@@ -203,7 +203,8 @@ class _Run:
         """Run the node's job in its own process, within its time limit."""
         settings = self.settings
         command = [sys.executable, "-m", "framework", "--conf-dir", str(settings.conf_dir),
-                   "--state-root", str(settings.state_root), "run", node.job, "--json",
+                   "--state-root", str(settings.state_root), "run",
+                   *self.workflow.jobs[node.job].run_arguments(), "--json",
                    *(f"--arg={k}={v}" for k, v in {**node.arguments,
                                                    **node.run_properties}.items())]
         limit = self.workflow.jobs[node.job].timeout_minutes
