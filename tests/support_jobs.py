@@ -159,11 +159,13 @@ class TableToTwoTargets(IncrementalJob):
 
 
 class CheckedCopy(IncrementalJob):
-    """Landing order files -> a Delta table through the rule set named by ``ruleset``."""
+    """Landing order files -> a Delta table (``sink: parquet``: a Parquet directory) through
+    the rule set named by ``ruleset``."""
 
     def run(self, ctx):
         df = read(ctx, schema="order_id BIGINT, email STRING, amount DOUBLE, status STRING")
-        ctx.write_delta(df, ctx.params["target"], checks=ctx.params["ruleset"])
+        write = ctx.write_parquet if ctx.params.get("sink") == "parquet" else ctx.write_delta
+        write(df, ctx.params["target"], checks=ctx.params["ruleset"])
 
 
 class Step(IncrementalJob):

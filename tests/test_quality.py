@@ -206,6 +206,20 @@ def test_fail_policy_writes_nothing_and_keeps_the_bookmark(ws):
     assert ws.run(dry_run=True).inputs["src"]["files"] == 1
 
 
+def test_a_parquet_target_is_gated_the_same_way(ws):
+    _declare(ws, "quarantine", sink="parquet")
+    land_orders(ws, GOOD + BAD)
+    ws.run()
+    written = sorted(r.order_id for r in ws.spark.read.parquet(ws.target).collect())
+    assert written == [1, 2, 3, 6]
+    assert table_rows(ws, _quarantine(ws), "order_id") == [(4,), (5,), (5,)]
+    _declare(ws, "fail", sink="parquet")
+    land_orders(ws, BAD)
+    with pytest.raises(JobFailedError):
+        ws.run()
+    assert sorted(r.order_id for r in ws.spark.read.parquet(ws.target).collect()) == written
+
+
 def test_quarantine_policy_splits_rows_and_counts_add_up(ws):
     _declare(ws, "quarantine")
     land_orders(ws, GOOD + BAD)
@@ -303,8 +317,8 @@ def _quarantine(ws) -> str:
     return str(ws.root / "lake" / "quarantine")
 
 
-def _declare(ws, policy, *, name="orders", extra=()):
+def _declare(ws, policy, *, name="orders", extra=(), **params):
     ruleset = {"policy": policy, "rules": ORDERS_RULES + list(extra)}
     if policy == "quarantine":
         ruleset["quarantine"] = _quarantine(ws)
-    ws.declare(cls="CheckedCopy", checks={"orders": ruleset}, ruleset=name)
+    ws.declare(cls="CheckedCopy", checks={"orders": ruleset}, ruleset=name, **params)
