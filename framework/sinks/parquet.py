@@ -58,14 +58,14 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
           partition_by: Sequence[str] = ()) -> ParquetCommit:
     """Write ``df`` to ``target`` as run ``run_seq``'s files; a run that already landed
     there is not written again (its commit is returned, ``replayed``)."""
+    discard(target, job, run_seq)  # what an earlier attempt left, if it stopped midway
     fs, base, to_uri = filesystem(target)
     if (done := _manifest(fs, base, job, run_seq)) is not None:
         return dataclasses.replace(done, replayed=True)
-    discard(target, job, run_seq)  # an earlier attempt's files, if it stopped midway
     tag = _tag(job, run_seq)
     staging = posixpath.join(base, LOG_DIR, "staging", f"{tag}{attempt}")
-    df.write.mode("overwrite").partitionBy(*partition_by).parquet(to_uri(staging))
     try:
+        df.write.mode("overwrite").partitionBy(*partition_by).parquet(to_uri(staging))
         files, rows = _move(fs, staging, base, tag)
         commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows)
         _write_manifest(fs, base, commit)
@@ -84,17 +84,26 @@ def committed(target: str, job: str, run_seq: int) -> ParquetCommit | None:
 
 def discard(target: str, job: str, run_seq: int) -> int:
     """Delete what an unfinished run ``run_seq`` left in ``target`` (files no manifest
-    lists, its staging); returns how many data files were deleted. A landed run is kept."""
+    lists, its staging); returns how many data files were deleted. A landed run is kept.
+
+    Files are moved out of a staging directory that is removed only after the manifest
+    is written, and here only after the files: without a staging directory of the run
+    there is nothing to delete, and the target is not listed.
+    """
     fs, base, _ = filesystem(target)
-    if _manifest(fs, base, job, run_seq) is not None or not _exists(fs, base):
-        return 0
     tag = _tag(job, run_seq)
-    leftovers = [f for f in _data_files(fs, base) if posixpath.basename(f).startswith(tag)]
+    staged = [f.path for f in _listing(fs, posixpath.join(base, LOG_DIR, "staging"),
+                                       recursive=False)
+              if posixpath.basename(f.path).startswith(tag)]
+    if not staged:
+        return 0
+    landed = _manifest(fs, base, job, run_seq) is not None  # then staging is all that's left
+    leftovers = [] if landed else [
+        f for f in _data_files(fs, base) if posixpath.basename(f).startswith(tag)]
     for leftover in leftovers:
         fs.delete_file(leftover)
-    for staged in _listing(fs, posixpath.join(base, LOG_DIR, "staging"), recursive=False):
-        if posixpath.basename(staged.path).startswith(tag):
-            fs.delete_dir(staged.path)
+    for directory in staged:
+        fs.delete_dir(directory)
     return len(leftovers)
 
 
@@ -192,7 +201,3 @@ def _data_files(fs: pafs.FileSystem, root: str) -> list[str]:
 
 def _listing(fs: pafs.FileSystem, root: str, *, recursive: bool) -> list[pafs.FileInfo]:
     return fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=recursive))
-
-
-def _exists(fs: pafs.FileSystem, base: str) -> bool:
-    return fs.get_file_info(base).type == pafs.FileType.Directory
