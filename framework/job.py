@@ -556,8 +556,15 @@ class JobContext:
             self._hooks.after_target_write(self)
         return result
 
+    def rolled_back(self, target: str) -> None:
+        """``target``'s write of this run was undone (see ``runner``): it is no longer
+        one of the run's writes."""
+        key = _target_key(target)
+        self._outputs[key] = {**self._outputs[key], "written": False, "pending": False,
+                              "rolled_back": True}
+
     def _output_key(self, target: str) -> str:
-        key = os.path.abspath(target) if "://" not in target else target
+        key = _target_key(target)
         if key in self._outputs:
             raise JobError(self.job_name, f"target {target} is written twice in one run; "
                            "union the DataFrames and write once.")
@@ -659,6 +666,10 @@ class JobContext:
                                    modified_ms=f.modified_ms)
                      for r in reads for f in r.files_read]
         return bookmarks, processed, marks
+
+
+def _target_key(target: str) -> str:
+    return os.path.abspath(target) if "://" not in target else target
 
 
 @contextlib.contextmanager

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.config import SETTINGS_FILE, Settings
 from framework.delta import log
-from framework.errors import BookmarkOptionError, JobFailedError
+from framework.errors import BookmarkOptionError, DataQualityError, JobFailedError
 from framework.faults import crash_point
 from framework.job import Connections, JobContext, PinnedRead, RunIdentity, app_id
 from framework.job_config import JobSpec, load_job
@@ -177,11 +177,43 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
     try:
         spec.job_class().run(ctx)
     except Exception as exc:
-        steps.record(ctx, "failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, DataQualityError) and (undone := _roll_back(ctx, run)):
+            error += f" The run's earlier writes were rolled back: {', '.join(undone)}."
+        steps.record(ctx, "failed", error=error[:2000])
         raise JobFailedError(spec.name, identity.run_id, exc) from exc
     steps.record(ctx, "committing")
     crash_point("committing")
     return ctx, steps.record(ctx, "succeeded")
+
+
+def _roll_back(ctx: JobContext, run: Run) -> list[str]:
+    """Undo the writes of ``run`` that landed before a data-quality gate rejected a later
+    one, so the run fails whole and is not replayed (the gate would reject it again).
+
+    A Delta target returns to its version before the run's commit (a RESTORE, or emptied
+    if the run created it), only if that commit is still its newest; a Parquet target
+    loses the run's files. A target that cannot be undone stays written, and the run is
+    replayed as after any failure. Returns the targets rolled back.
+    """
+    undone = []
+    for target in landed_targets(dataclasses.replace(run, outputs=ctx.outputs())):
+        if ctx.outputs()[target].get("format") == "parquet":
+            parquet.remove_runs_after(target, run.job, run.run_seq - 1)
+        else:
+            newest = log.history(target, limit=1)[0]
+            mine = newest.user_metadata.get("deltamark", {})
+            if (mine.get("job"), mine.get("run_seq")) != (run.job, run.run_seq):
+                ctx.log.warning("cannot roll back %s: another writer committed since", target)
+                continue
+            tag = {"deltamarkRollback": {"job": run.job, "run_id": run.run_id}}
+            if newest.version == 0:
+                log.delete_all(target, user_metadata=tag)
+            else:
+                log.restore(target, newest.version - 1, user_metadata=tag)
+        ctx.rolled_back(target)
+        undone.append(target)
+    return undone
 
 
 class _Steps:

@@ -160,10 +160,15 @@ class TableToTwoTargets(IncrementalJob):
 
 class CheckedCopy(IncrementalJob):
     """Landing order files -> a Delta table (``sink: parquet``: a Parquet directory) through
-    the rule set named by ``ruleset``."""
+    the rule set named by ``ruleset``; ``archive`` (Delta) and ``raw`` (Parquet) are
+    written first, ungated."""
 
     def run(self, ctx):
         df = read(ctx, schema="order_id BIGINT, email STRING, amount DOUBLE, status STRING")
+        if "archive" in ctx.params:
+            ctx.write_delta(df, ctx.params["archive"])
+        if "raw" in ctx.params:
+            ctx.write_parquet(df, ctx.params["raw"])
         write = ctx.write_parquet if ctx.params.get("sink") == "parquet" else ctx.write_delta
         write(df, ctx.params["target"], checks=ctx.params["ruleset"])
 

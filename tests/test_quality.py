@@ -220,6 +220,26 @@ def test_a_parquet_target_is_gated_the_same_way(ws):
     assert sorted(r.order_id for r in ws.spark.read.parquet(ws.target).collect()) == written
 
 
+def test_a_rejection_rolls_back_the_runs_earlier_writes_and_is_not_replayed(ws):
+    archive, raw = str(ws.root / "lake" / "archive"), str(ws.root / "lake" / "raw")
+    _declare(ws, "fail", archive=archive, raw=raw)
+    land_orders(ws, GOOD)
+    ws.run()
+    land_orders(ws, BAD)
+    for attempt in range(2):  # the second run reads the batch afresh: no replay
+        with pytest.raises(JobFailedError):
+            ws.run()
+        failed = ws.store.last_run("copy")
+        assert (failed.run_seq, failed.recovery) == (2 + attempt, None)
+        assert f"rolled back: {archive}, {raw}" in failed.error
+        assert table_rows(ws, archive, "order_id") == [(1,), (2,)]
+        assert sorted(r.order_id for r in ws.spark.read.parquet(raw).collect()) == [1, 2]
+        assert ws.run(dry_run=True).inputs["src"]["files"] == 1
+    _declare(ws, "warn", archive=archive, raw=raw)
+    ws.run()
+    assert len(table_rows(ws, archive, "order_id")) == len(GOOD + BAD)
+
+
 def test_quarantine_policy_splits_rows_and_counts_add_up(ws):
     _declare(ws, "quarantine")
     land_orders(ws, GOOD + BAD)
