@@ -9,10 +9,12 @@ The target commit is the point of truth. A run, holding its job's lease:
    app transaction (``deltamark:<job>``, run_seq), so a replay of the run is skipped;
 4. records ``committing`` (the job's code returned, every target is known), then
    ``succeeded``: from then on its bookmarks count. A job that raises is ``failed`` and
-   its bookmarks never count.
+   its bookmarks never count; when a data-quality gate raised, the writes the run had
+   landed are rolled back first, so it fails whole (see ``_roll_back``).
 
 Recovery of the last run when it did not succeed: if none of its targets has its
-transaction, nothing landed: it is aborted and its input stays pending. If it reached
+transaction (a Parquet target: its manifest), nothing landed: it is aborted, the files
+it moved into Parquet targets are deleted, and its input stays pending. If it reached
 ``committing`` and every target has it, it is rolled forward (marked succeeded). Otherwise
 some target has it and its job may not have finished: it is replayed with the same
 run_seq on the same pinned input, the targets that have it skip their write, the missing
@@ -53,10 +55,7 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
 
-__all__ = [
-    "Recovery", "RunReport", "discard_unlanded", "landed_targets", "run_job",
-]
-
+__all__ = ["Recovery", "RunReport", "discard_unlanded", "landed_targets", "run_job"]
 
 
 @dataclass(frozen=True)
