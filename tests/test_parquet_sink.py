@@ -7,8 +7,10 @@ import signal
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from framework import admin
+from framework.cli import app
 from framework.delta import delta_engine
 from framework.faults import CRASH_ENV
 
@@ -48,7 +50,9 @@ def test_runs_append_each_row_once_in_partitioned_files_with_a_manifest(parquet_
         "written": True, "format": "parquet", "rows": 6, "replayed": False}
     assert written["files"] == len(data_files(ws)) > 2
     ws.land(rows=2)
-    ws.run()
+    shown = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "run", "copy"])
+    assert shown.exit_code == 0, shown.output
+    assert f"wrote {ws.target}: 2 Parquet files, 2 rows" in shown.output  # part=0 and 1
     assert ws.run().outputs[ws.target]["written"] is False  # nothing new: nothing written
     assert parquet_ids(ws) == [100, 101, 102, 103, 104, 105, 200, 201]
     assert {p.parent.name for p in data_files(ws)} == {"part=0", "part=1"}

@@ -56,6 +56,16 @@ def key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _describe_write(result: dict, dry_run: bool) -> str:
+    if result.get("rolled_back"):
+        return "rolled back"
+    if not result.get("written"):
+        return "would be written" if dry_run else "nothing written"
+    if result.get("format") == "parquet":
+        return f"{result['files']} Parquet files, {result['rows']} rows"
+    return f"version {result['version']}"
+
+
 def _describe_counts(counts: dict) -> str:
     """One source's counts in words (files, table versions or database rows)."""
     if "to_version" in counts:
@@ -87,7 +97,5 @@ def _text(report: RunReport) -> str:
             if len(paths) > SHOWN_FILES:
                 lines.append(f"        ... and {len(paths) - SHOWN_FILES} more")
     for target, result in report.outputs.items():
-        done = (f"version {result['version']}" if result.get("written")
-                else "would be written" if report.dry_run else "nothing written")
-        lines.append(f"  wrote {target}: {done}")
+        lines.append(f"  wrote {target}: {_describe_write(result, report.dry_run)}")
     return "\n".join(lines)
