@@ -529,8 +529,9 @@ _COMPARE = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal
 
 
 def mask(rows: pa.Table, filters: Sequence[tuple[str, str, Any]]) -> pa.ChunkedArray:
-    """Which ``rows`` satisfy every ``(column, op, value)`` filter (null: unknown, which
-    ``Table.filter`` drops). Unlike ``pc.equal(column, value)``, it never imports pandas."""
+    """Which ``rows`` satisfy every one of the (one or more) ``(column, op, value)``
+    filters (null: unknown, which ``Table.filter`` drops). Unlike ``pc.equal(column,
+    value)``, it never imports pandas."""
     masks = []
     for column, op, value in filters:
         values = rows[column]
