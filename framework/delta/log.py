@@ -184,11 +184,20 @@ def _open(path: str, version: int | None = None) -> DeltaTable:
 
 
 def _has_newer_commit(path: str, version: int) -> bool:
-    """Whether a commit follows ``version``. For a local table one stat of the next commit
-    file answers, where delta-rs's update lists the whole log (~5 ms for a state table)."""
+    """Whether the table moved past ``version``. For a local table a few stats answer, where
+    delta-rs's update lists the whole log (~5 ms for a state table): the next commit file
+    exists, or log cleanup removed ``version``'s, or a later checkpoint was written."""
     if "://" in path:
         return True
-    return os.path.exists(os.path.join(path, "_delta_log", f"{version + 1:020d}.json"))
+    log_dir = os.path.join(path, "_delta_log")
+    if os.path.exists(os.path.join(log_dir, f"{version + 1:020d}.json")) or \
+            not os.path.exists(os.path.join(log_dir, f"{version:020d}.json")):
+        return True
+    try:
+        with open(os.path.join(log_dir, "_last_checkpoint"), encoding="utf-8") as found:
+            return int(json.load(found)["version"]) > version
+    except (OSError, ValueError, KeyError):
+        return False
 
 
 def snapshot(
