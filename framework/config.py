@@ -8,7 +8,7 @@ specifics), ``conf/deltamark.yaml``, built-in defaults.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -18,7 +18,7 @@ import yaml
 from framework.errors import ConfigError
 
 __all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml",
-           "scalar_mapping", "text_value"]
+           "scalar_mapping", "text_value", "unknown_keys"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
 
@@ -93,11 +93,17 @@ def _merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def unknown_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str = ""
+                 ) -> list[str]:
+    """A problem for each key of ``mapping`` not in ``known``, named ``where.key``."""
+    prefix = f"{where}." if where else ""
+    return [f"unknown key '{prefix}{key}' (known: {', '.join(known)})"
+            for key in mapping if key not in known]
+
+
 def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
-    known = {"state_root", "delta", "spark", "connections"}
-    problems += [f"unknown key '{key}' (known: {', '.join(sorted(known))})"
-                 for key in raw if key not in known]
+    problems += unknown_keys(raw, sorted(("state_root", "delta", "spark", "connections")))
 
     delta = raw.get("delta", "auto")
     if delta not in get_args(DeltaMode):
@@ -112,9 +118,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     if not isinstance(spark_raw, Mapping):
         problems.append("spark: must be a mapping with master, app_name, conf")
     else:
-        spark_known = {"master", "app_name", "conf"}
-        problems += [f"unknown key 'spark.{key}' (known: {', '.join(sorted(spark_known))})"
-                     for key in spark_raw if key not in spark_known]
+        problems += unknown_keys(spark_raw, sorted(("master", "app_name", "conf")), "spark")
         for key in ("master", "app_name"):
             if key in spark_raw and not isinstance(spark_raw[key], str):
                 problems.append(f"spark.{key}: must be a string")
@@ -147,8 +151,7 @@ CONNECTION_KEYS = ("url", "user", "password", "driver", "properties")
 def _connection_problems(name: str, connection: Any) -> list[str]:
     if not isinstance(connection, Mapping):
         return [f"connections.{name}: must be a mapping with {', '.join(CONNECTION_KEYS)}"]
-    problems = [f"unknown key 'connections.{name}.{key}' (known: {', '.join(CONNECTION_KEYS)})"
-                for key in connection if key not in CONNECTION_KEYS]
+    problems = unknown_keys(connection, CONNECTION_KEYS, f"connections.{name}")
     url = connection.get("url")
     if not isinstance(url, str) or not url.startswith("jdbc:"):
         problems.append(f"connections.{name}.url: must be a JDBC URL (jdbc:...)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
-from framework.config import Settings, read_yaml, scalar_mapping
+from framework.config import Settings, read_yaml, scalar_mapping, unknown_keys
 from framework.errors import ConfigError, JobNotFoundError
 from framework.modes import BookmarkMode
 
@@ -61,8 +61,7 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if not path.is_file():
         raise JobNotFoundError(name, str(settings.conf_dir), job_names(settings))
     raw = read_yaml(path)
-    problems = [f"unknown key '{key}' (known: {', '.join(KNOWN_KEYS)})"
-                for key in raw if key not in KNOWN_KEYS]
+    problems = unknown_keys(raw, KNOWN_KEYS)
 
     bookmark = raw.get("bookmark", "enable")
     if bookmark not in get_args(BookmarkMode):

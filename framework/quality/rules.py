@@ -30,6 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from framework.config import unknown_keys
+
 if TYPE_CHECKING:
     from pyspark.sql import Column
 
@@ -121,8 +123,7 @@ def parse_checks(raw: Any) -> tuple[dict[str, RuleSet], list[str]]:
         if not isinstance(body, Mapping):
             problems.append(f"{where}: must be a mapping with policy, rules, quarantine")
             continue
-        problems += [f"unknown key '{where}.{key}' (known: policy, quarantine, rules)"
-                     for key in body if key not in ("policy", "quarantine", "rules")]
+        problems += unknown_keys(body, ("policy", "quarantine", "rules"), where)
         policy = body.get("policy", "fail")
         if policy not in get_args(Policy):
             problems.append(f"{where}.policy: '{policy}' is not one of fail, quarantine, warn")

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from framework.config import Settings, read_yaml, scalar_mapping
+from framework.config import Settings, read_yaml, scalar_mapping, unknown_keys
 from framework.errors import ConfigError, WorkflowNotFoundError
 from framework.job_config import job_names
 
@@ -133,8 +133,7 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
     if not path.is_file():
         raise WorkflowNotFoundError(name, str(settings.conf_dir), workflow_names(settings))
     raw = read_yaml(path)
-    problems = [f"unknown key '{key}' (known: {', '.join(KNOWN_KEYS)})"
-                for key in raw if key not in KNOWN_KEYS]
+    problems = unknown_keys(raw, KNOWN_KEYS)
 
     schedule = raw.get("schedule")
     if schedule is not None and not _is_cron(schedule):
@@ -159,8 +158,7 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
         if not isinstance(body, Mapping):
             problems.append(f"{where}: must be a mapping with {', '.join(JOB_KEYS)}")
             continue
-        problems += [f"unknown key '{where}.{key}' (known: {', '.join(JOB_KEYS)})"
-                     for key in body if key not in JOB_KEYS]
+        problems += unknown_keys(body, JOB_KEYS, where)
         script = Path(body["script"]).absolute() if body.get("script") else None
         if script is not None and not script.is_file():
             problems.append(f"{where}.script: no such file {body['script']} (relative paths "
@@ -205,8 +203,7 @@ def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
         return None, [f"{where}: must be a mapping with start, when, args, name"]
     name = str(body.get("name") or f"trigger_{i}")
     where = f"triggers[{i}] ({name})" if body.get("name") else where
-    problems = [f"unknown key '{where}.{key}' (known: name, when, start, args)"
-                for key in body if key not in ("name", "when", "start", "args")]
+    problems = unknown_keys(body, ("name", "when", "start", "args"), where)
     start = body.get("start")
     if isinstance(start, str):
         start = [start]
