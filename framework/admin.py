@@ -163,7 +163,7 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
     ``run``. Parquet targets lose this job's files of later runs (no one else's)."""
     written = {t: out for r in runs if r.run_seq >= run.run_seq
                for t, out in r.outputs.items() if out.get("written")}
-    targets = sorted(t for t, out in written.items() if out.get("format") != "parquet")
+    targets = sorted(t for t, out in written.items() if not parquet.is_output(out))
     plans, foreign = [], []
     for target in targets:
         if not log.is_table(target):
@@ -185,7 +185,7 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
             f"{run.run_id}: {'; '.join(foreign)}. Nothing was changed; restore them by "
             "hand, or rewind without --restore-targets.")
     restored: list[RestoredTarget | PrunedTarget] = []
-    for target in sorted(t for t, out in written.items() if out.get("format") == "parquet"):
+    for target in sorted(t for t, out in written.items() if parquet.is_output(out)):
         if removed := parquet.remove_runs_after(target, job, run.run_seq):
             restored.append(PrunedTarget(target, tuple(c.run_seq for c in removed),
                                          sum(len(c.files) for c in removed)))

@@ -524,7 +524,7 @@ class JobContext:
                merge_schema: bool = False, merge_on: Sequence[str] = (),
                format: Literal["delta", "parquet"] = "delta") -> WriteResult:
         key = self._output_key(target)
-        kind = {"format": "parquet"} if format == "parquet" else {}
+        kind = dict(parquet.OUTPUT_TAG) if format == "parquet" else {}
         if self.dry_run or not df.columns:
             self._outputs[key] = {"target": target, "written": False, **kind}
             current = None if format == "parquet" else self._engine.version(target)

@@ -196,8 +196,9 @@ def _roll_back(ctx: JobContext, run: Run) -> list[str]:
     replayed as after any failure. Returns the targets rolled back.
     """
     undone = []
-    for target in landed_targets(dataclasses.replace(run, outputs=ctx.outputs())):
-        if ctx.outputs()[target].get("format") == "parquet":
+    attempt = dataclasses.replace(run, outputs=ctx.outputs())
+    for target in landed_targets(attempt):
+        if _is_parquet(attempt, target):
             parquet.remove_runs_after(target, run.job, run.run_seq - 1)
         else:
             newest = log.history(target, limit=1)[0]
@@ -304,7 +305,7 @@ def discard_unlanded(run: Run) -> None:
 
 
 def _is_parquet(run: Run, target: str) -> bool:
-    return run.outputs[target].get("format") == "parquet"
+    return parquet.is_output(run.outputs[target])
 
 
 

@@ -10,6 +10,7 @@ import typer
 
 from framework.cli._common import library_errors, options
 from framework.runner import RunReport, run_job
+from framework.sinks import parquet
 
 SHOWN_FILES = 20
 
@@ -61,7 +62,7 @@ def _describe_write(result: dict, dry_run: bool) -> str:
         return "rolled back"
     if not result.get("written"):
         return "would be written" if dry_run else "nothing written"
-    if result.get("format") == "parquet":
+    if parquet.is_output(result):
         return f"{result['files']} Parquet files, {result['rows']} rows"
     return f"version {result['version']}"
 

@@ -23,10 +23,10 @@ import hashlib
 import json
 import posixpath
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -37,9 +37,12 @@ from framework.storage import filesystem
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["ParquetCommit", "committed", "discard", "remove_runs_after", "write"]
+__all__ = ["OUTPUT_TAG", "ParquetCommit", "committed", "discard", "is_output",
+           "remove_runs_after", "write"]
 
 LOG_DIR = "_deltamark"
+#: what marks a Parquet target among a run's outputs (``Run.outputs``); Delta has no tag
+OUTPUT_TAG: Mapping[str, str] = {"format": "parquet"}
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
         raise
     fs.delete_dir(staging)
     return commit
+
+
+def is_output(output: Mapping[str, Any]) -> bool:
+    """Whether a run's output entry (``Run.outputs[target]``) is a Parquet target."""
+    return output.get("format") == OUTPUT_TAG["format"]
 
 
 def committed(target: str, job: str, run_seq: int) -> ParquetCommit | None:
