@@ -144,7 +144,8 @@ class _Writer:
     def from_catalog(self, frame: Any = None, database: str = "", table_name: str = "",
                      **_: Any) -> Any:
         raise GlueUnsupportedError(f"write_dynamic_frame.from_catalog({database}.{table_name})",
-                                   "use from_options with the table's path and format='delta'")
+                                   "use from_options with the table's path and format='delta' "
+                                   "or 'parquet'")
 
 
 def _paths(value: Any) -> Sequence[str]:
