@@ -165,9 +165,7 @@ class StateStore:
         if up_to_seq is not None:
             keep = pc.and_(keep, pc.or_(log.mask(rows, [("run_seq", "<", up_to_seq)]), pc.and_(
                 log.mask(rows, [("run_seq", "=", up_to_seq)]), is_commit)))
-        rows = rows.filter(keep)
-        rows = rows.append_column("_is_event",
-                                  pc.invert(log.mask(rows, [("event", "=", "commit")])))
+        rows = rows.filter(keep).append_column("_is_event", pc.invert(is_commit.filter(keep)))
         histories = {}
         for name in sorted(pc.unique(rows["context"]).to_pylist()):
             mine = rows.filter(log.mask(rows, [("context", "=", name)])).sort_by(
