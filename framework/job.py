@@ -108,7 +108,10 @@ class RunIdentity:
 class TargetWriteHooks(Protocol):
     """The commit protocol's steps around each target write (see ``framework.runner``)."""
 
-    def before_target_write(self, ctx: JobContext) -> None: ...
+    def before_target_write(self, ctx: JobContext) -> Callable[[], object]:
+        """Start recording the run's plan so far; the returned callable waits until it is
+        recorded. The target's data is written meanwhile; it commits only after."""
+
 
     def after_target_write(self, ctx: JobContext) -> None: ...
 
@@ -530,26 +533,29 @@ class JobContext:
             current = None if format == "parquet" else self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
         self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
-        if self._hooks:
-            self._hooks.before_target_write(self)
-        if format == "parquet":
-            commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
-                                   run_seq=self.run_seq, attempt=self._run.attempt,
-                                   partition_by=partition_by)
-            result = WriteResult(version=self.run_seq, skipped=commit.replayed)
-            written = {"files": len(commit.files), "rows": commit.rows}
-            self.log.info("%s %s (%d files, %d rows)", "found run already in"
-                          if commit.replayed else "wrote", target, len(commit.files), commit.rows)
-        else:
-            result = self._engine.write(
-                df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
-                merge_schema=merge_schema, merge_on=merge_on,
-                txn=AppTransaction(app_id(self.job_name), self.run_seq),
-                metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
-                                        "run_seq": self.run_seq, "bookmarks": self._states()}})
-            written = {"version": result.version}
-            self.log.info("%s %s (version %d)", "found run already in" if result.skipped
-                          else "wrote", target, result.version)
+        planned = self._hooks.before_target_write(self) if self._hooks else _nothing
+        try:  # the data is written while the plan is recorded; it commits only after
+            if format == "parquet":
+                commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
+                                       run_seq=self.run_seq, attempt=self._run.attempt,
+                                       partition_by=partition_by, before_commit=planned)
+                result = WriteResult(version=self.run_seq, skipped=commit.replayed)
+                written = {"files": len(commit.files), "rows": commit.rows}
+            else:
+                result = self._engine.write(
+                    df, target, mode=mode, partition_by=partition_by,
+                    replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
+                    txn=AppTransaction(app_id(self.job_name), self.run_seq),
+                    metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
+                                            "run_seq": self.run_seq,
+                                            "bookmarks": self._states()}},
+                    before_commit=planned)
+                written = {"version": result.version}
+        finally:
+            planned()  # also after a skipped or failed write: the record is done before we go on
+        self.log.info("%s %s (%s)", "found run already in" if result.skipped else "wrote",
+                      target, f"{written['files']} files, {written['rows']} rows"
+                      if format == "parquet" else f"version {result.version}")
         self._outputs[key] = {"target": target, "written": True, **kind, **written,
                               "replayed": result.skipped}
         if self._hooks:
@@ -666,6 +672,10 @@ class JobContext:
                                    modified_ms=f.modified_ms)
                      for r in reads for f in r.files_read]
         return bookmarks, processed, marks
+
+
+def _nothing() -> None:
+    return None
 
 
 def _target_key(target: str) -> str:

@@ -4,9 +4,10 @@ The target commit is the point of truth. A run, holding its job's lease:
 
 1. **recovers** the previous run if it was interrupted (see ``_recover``);
 2. numbers itself (run_seq only grows; attempt counts retries) and records ``running``;
-3. runs the job. Sources pin what they read. Before each target write the plan so far
-   (bookmark states, files) is recorded with the run; each target commit carries the
-   app transaction (``deltamark:<job>``, run_seq), so a replay of the run is skipped;
+3. runs the job. Sources pin what they read. The plan so far (bookmark states, files) is
+   recorded with the run before each target commits (while Spark writes its data); each
+   target commit carries the app transaction (``deltamark:<job>``, run_seq), so a replay
+   of the run is skipped;
 4. records ``committing`` (the job's code returned, every target is known), then
    ``succeeded``: from then on its bookmarks count. A job that raises is ``failed`` and
    its bookmarks never count; when a data-quality gate raised, the writes the run had
@@ -30,7 +31,8 @@ import os
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,7 +49,7 @@ from framework.modes import BookmarkOptions
 from framework.sinks import parquet
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import resolve_connection
-from state_tables.model import Run, RunStatus
+from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -216,6 +218,10 @@ def _roll_back(ctx: JobContext, run: Run) -> list[str]:
     return undone
 
 
+#: bookmark rows, processed files and watermarks to record with a run
+_Plan = tuple[list[Bookmark], list[ProcessedFile], list[Watermark]]
+
+
 class _Steps:
     """Records a run's progress in the state tables (the ``TargetWriteHooks``)."""
 
@@ -223,24 +229,40 @@ class _Steps:
         self.store, self.run = store, run
 
     def record(self, ctx: JobContext, status: RunStatus, *, error: str | None = None) -> Run:
+        run, plan = self._progress(ctx, status, error)
+        self._write(run, *plan)
+        return run
+
+    def before_target_write(self, ctx: JobContext) -> Callable[[], object]:
+        """Record the plan so far on a thread of its own, while Spark writes the target's
+        data (its commit waits for the returned callable)."""
+        run, plan = self._progress(ctx, "running", None)
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltamark-state")
+        recorded = worker.submit(self._write, run, *plan, crash_after="planned")
+        worker.shutdown(wait=False)  # its thread ends with the record
+        return recorded.result
+
+    def after_target_write(self, ctx: JobContext) -> None:
+        crash_point("target_committed")
+
+    def _progress(self, ctx: JobContext, status: RunStatus, error: str | None
+                  ) -> tuple[Run, _Plan]:
         final = status in ("succeeded", "failed")
-        bookmarks, files, marks = ctx.unpersisted_plan() if status != "failed" else ([], [], [])
+        plan = ctx.unpersisted_plan() if status != "failed" else ([], [], [])
         run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
                                   outputs=ctx.outputs(), error=error,
                                   ended_at=datetime.now(UTC) if final else None,
                                   mode="pause" if ctx.bookmarks_held else self.run.mode)
+        return run, plan
+
+    def _write(self, run: Run, bookmarks: list[Bookmark], files: list[ProcessedFile],
+               marks: list[Watermark], *, crash_after: str | None = None) -> None:
         if bookmarks or files or marks:
             self.store.record_plan(run, bookmarks, files, marks)
             crash_point("plan_recorded")
         self.store.record_run(run)
-        return run
-
-    def before_target_write(self, ctx: JobContext) -> None:
-        self.record(ctx, "running")
-        crash_point("planned")
-
-    def after_target_write(self, ctx: JobContext) -> None:
-        crash_point("target_committed")
+        if crash_after:
+            crash_point(crash_after)
 
 
 def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,

@@ -26,7 +26,7 @@ import math
 import os
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -82,7 +82,7 @@ class EmbeddedEngine(DeltaEngine):
     def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
                partition_by: tuple[str, ...], replace_where: tuple[F.Filter, ...],
                merge_schema: bool, txn: AppTransaction | None,
-               metadata: Mapping[str, Any] | None) -> int:
+               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         root = _local_path(path)
         current = log.snapshot(root) if log.is_table(root) else None
         partitions = _partitioning(path, current, partition_by)
@@ -106,6 +106,7 @@ class EmbeddedEngine(DeltaEngine):
             with session_conf(self.spark, "spark.sql.parquet.outputTimestampType",
                                "TIMESTAMP_MICROS"):
                 writer.parquet(staging)
+            before_commit()
             files = list(_place_files(staging, root, partitions, schema, placed))
             _check_replace_where(path, files, replace_where)
             if current is not None and mode == "append" and merge_schema and \
@@ -128,14 +129,17 @@ class EmbeddedEngine(DeltaEngine):
 
 
     def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
-               txn: AppTransaction | None, metadata: Mapping[str, Any] | None) -> int:
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+               before_commit: Callable[[], object]) -> int:
         # delta-rs merges on the driver: fine for increments, which merges are for.
         root = _local_path(path)
         current = log.snapshot(root)
         df, _ = _conform(path, df, current, current.partition_columns,
                          merge_schema=merge_schema)
-        return log.merge_rows(root, df.toArrow(), keys=keys, merge_schema=merge_schema,
-                              txn=txn, user_metadata=metadata)
+        rows = df.toArrow()
+        before_commit()
+        return log.merge_rows(root, rows, keys=keys, merge_schema=merge_schema, txn=txn,
+                              user_metadata=metadata)
 
 
 def read_data_files(spark: SparkSession, path: str, snap: Snapshot,

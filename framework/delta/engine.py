@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -80,6 +80,7 @@ class DeltaEngine(ABC):
         merge_on: Sequence[str] = (),
         txn: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
+        before_commit: Callable[[], object] = lambda: None,
     ) -> WriteResult:
         """Write ``df`` in one Delta commit.
 
@@ -93,6 +94,8 @@ class DeltaEngine(ABC):
             txn: the commit carries this app transaction; a write whose version is not
                 above the table's version for that app id is a replay and is skipped.
             metadata: JSON-able mapping stored as the commit's ``userMetadata``.
+            before_commit: called once the data is ready (on the embedded path: its files
+                written), before the commit; raising stops the write.
 
         Raises:
             SchemaMismatchError, WriteConflictError
@@ -109,24 +112,26 @@ class DeltaEngine(ABC):
             _check_merge_keys(path, df, tuple(merge_on))
         if mode == "merge" and log.is_table(path):
             version = self._merge(df, path, keys=tuple(merge_on), merge_schema=merge_schema,
-                                  txn=txn, metadata=metadata)
+                                  txn=txn, metadata=metadata, before_commit=before_commit)
         else:  # merging into a new table creates it
             version = self._write(df, path, mode="append" if mode == "merge" else mode,
                                   partition_by=tuple(partition_by),
                                   replace_where=tuple(replace_where),
-                                  merge_schema=merge_schema, txn=txn, metadata=metadata)
+                                  merge_schema=merge_schema, txn=txn, metadata=metadata,
+                                  before_commit=before_commit)
         return WriteResult(version=version)
 
     @abstractmethod
     def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
                partition_by: tuple[str, ...], replace_where: tuple[Filter, ...],
                merge_schema: bool, txn: AppTransaction | None,
-               metadata: Mapping[str, Any] | None) -> int:
+               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         """Append or overwrite, and commit; return the new table version."""
 
     @abstractmethod
     def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
-               txn: AppTransaction | None, metadata: Mapping[str, Any] | None) -> int:
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+               before_commit: Callable[[], object]) -> int:
         """Upsert ``df`` into the existing table on ``keys`` in one commit; the new version."""
 
     def read_changes(self, path: str, *, after: int, to: int,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -65,7 +65,8 @@ class NativeEngine(DeltaEngine):
     def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
                partition_by: tuple[str, ...], replace_where: tuple[F.Filter, ...],
                merge_schema: bool, txn: AppTransaction | None,
-               metadata: Mapping[str, Any] | None) -> int:
+               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
+        before_commit()  # Delta writes and commits in one call
         writer = df.write.format("delta").mode(mode)
         if partition_by:
             writer = writer.partitionBy(*partition_by)
@@ -81,9 +82,11 @@ class NativeEngine(DeltaEngine):
         return log.table_version(path) or 0
 
     def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
-               txn: AppTransaction | None, metadata: Mapping[str, Any] | None) -> int:
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+               before_commit: Callable[[], object]) -> int:
         from delta.tables import DeltaTable
 
+        before_commit()
         conf = {"spark.databricks.delta.schema.autoMerge.enabled": str(merge_schema).lower()}
         if txn is not None:  # Delta's idempotent-DML settings carry the app transaction
             conf |= {"spark.databricks.delta.write.txnAppId": txn.app_id,

@@ -23,7 +23,7 @@ import hashlib
 import json
 import posixpath
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -58,9 +58,11 @@ class ParquetCommit:
 
 
 def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, attempt: int,
-          partition_by: Sequence[str] = ()) -> ParquetCommit:
+          partition_by: Sequence[str] = (),
+          before_commit: Callable[[], object] = lambda: None) -> ParquetCommit:
     """Write ``df`` to ``target`` as run ``run_seq``'s files; a run that already landed
-    there is not written again (its commit is returned, ``replayed``)."""
+    there is not written again (its commit is returned, ``replayed``). ``before_commit``
+    is called once the files are staged, before any is moved into ``target``."""
     discard(target, job, run_seq)  # what an earlier attempt left, if it stopped midway
     fs, base, to_uri = filesystem(target)
     if (done := _manifest(fs, base, job, run_seq)) is not None:
@@ -69,6 +71,7 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
     staging = posixpath.join(base, LOG_DIR, "staging", f"{tag}{attempt}")
     try:
         df.write.mode("overwrite").partitionBy(*partition_by).parquet(to_uri(staging))
+        before_commit()
         files, rows = _move(fs, staging, base, tag)
         commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows)
         _write_manifest(fs, base, commit)
