@@ -68,7 +68,7 @@ def abort_run(settings: Settings, run_id: str) -> Run:
     run = store.find_run(run_id)
     if run is None:
         raise RunNotFoundError(run_id)
-    if run.status not in ("running", "committing"):
+    if run.status != "running":
         raise RunStateError(run.job, f"run {run_id} has already ended ({run.status}).")
     with job_lease(settings.state_root, run.job, f"abort {run_id}"):
         if landed := landed_targets(run):
@@ -146,7 +146,7 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
 def _supersede_unfinished(store: StateStore, runs: Sequence[Run]) -> None:
     """An interrupted last run is not recovered after a rewind or reset: the operator
     chose where the job resumes."""
-    if runs and runs[-1].status in ("running", "committing", "failed"):
+    if runs and runs[-1].status in ("running", "failed"):
         store.record_run(dataclasses.replace(runs[-1], status="aborted",
                                              ended_at=datetime.now(UTC), recovery="rewound"))
         discard_unlanded(runs[-1])

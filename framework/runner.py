@@ -8,18 +8,17 @@ The target commit is the point of truth. A run, holding its job's lease:
    recorded with the run before each target commits (while Spark writes its data); each
    target commit carries the app transaction (``deltamark:<job>``, run_seq), so a replay
    of the run is skipped;
-4. records ``committing`` (the job's code returned, every target is known), then
-   ``succeeded``: from then on its bookmarks count. A job that raises is ``failed`` and
+4. records ``succeeded`` once the job's code returned: from then on its bookmarks
+   count. A job that raises is ``failed`` and
    its bookmarks never count; when a data-quality gate raised, the writes the run had
    landed are rolled back first, so it fails whole (see ``_roll_back``).
 
 Recovery of the last run when it did not succeed: if none of its targets has its
 transaction (a Parquet target: its manifest), nothing landed: it is aborted, the files
-it moved into Parquet targets are deleted, and its input stays pending. If it reached
-``committing`` and every target has it, it is rolled forward (marked succeeded). Otherwise
-some target has it and its job may not have finished: it is replayed with the same
-run_seq on the same pinned input, the targets that have it skip their write, the missing
-ones get theirs.
+it moved into Parquet targets are deleted, and its input stays pending. Otherwise some
+target has it and its job may not have finished: it is replayed with the same run_seq on
+the same pinned input, the targets that have it skip their write, the missing ones get
+theirs (when the job had finished, that is all of them: the replay only records it).
 """
 
 from __future__ import annotations
@@ -66,7 +65,7 @@ class Recovery:
 
     run_id: str
     run_seq: int
-    action: str  # aborted | rolled_forward | replayed
+    action: str  # aborted | replayed
 
 
 @dataclass(frozen=True)
@@ -183,8 +182,7 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
             error += f" The run's earlier writes were rolled back: {', '.join(undone)}."
         steps.record(ctx, "failed", error=error[:2000])
         raise JobFailedError(spec.name, identity.run_id, exc) from exc
-    steps.record(ctx, "committing")
-    crash_point("committing")
+    crash_point("returned")
     return ctx, steps.record(ctx, "succeeded")
 
 
@@ -268,22 +266,15 @@ class _Steps:
 def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,
              engine: DeltaEngine, connections: Connections) -> Recovery | None:
     """Settle the job's ``last`` run if it did not succeed (see the module docstring)."""
-    if last is None or last.status not in ("running", "committing", "failed"):
+    if last is None or last.status not in ("running", "failed"):
         return None
-    attempted = _attempted(last)
-    landed = landed_targets(last)
-    now = datetime.now(UTC)
-    if not landed:
+    if not landed_targets(last):
         discard_unlanded(last)
         if last.status == "failed":
             return None
-        store.record_run(dataclasses.replace(last, status="aborted", ended_at=now,
-                                             recovery="aborted"))
+        store.record_run(dataclasses.replace(last, status="aborted",
+                                             ended_at=datetime.now(UTC), recovery="aborted"))
         return Recovery(last.run_id, last.run_seq, "aborted")
-    if last.status == "committing" and len(landed) == len(attempted):
-        store.record_run(dataclasses.replace(last, status="succeeded", ended_at=now,
-                                             recovery="rolled_forward"))
-        return Recovery(last.run_id, last.run_seq, "rolled_forward")
     bookmarks, files = store.run_plan(spec.name, last.run_seq)
     by_context: dict[str, list[ListedFile]] = defaultdict(list)
     for f in files:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 __all__ = ["Bookmark", "BookmarkEvent", "DqResult", "NodeState", "ProcessedFile", "Run",
            "RunStatus", "Watermark", "WorkflowNode"]
 
-RunStatus = Literal["running", "committing", "succeeded", "failed", "aborted"]
+RunStatus = Literal["running", "succeeded", "failed", "aborted"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
 NodeState = Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED", "SKIPPED"]
 
@@ -35,7 +35,7 @@ class Run:
     inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     error: str | None = None
-    #: how recovery settled an interrupted run: rolled_forward, replayed, aborted, ...
+    #: how recovery settled an interrupted run: replayed, aborted, ...
     recovery: str | None = None
 
 

@@ -45,9 +45,8 @@ RUNS = StateTable(
         ("run_id", pa.string(), False, "unique id of the run"),
         ("run_seq", pa.int64(), False, "per-job run number; only grows, never reused"),
         ("attempt", pa.int32(), False, "1 for a first try, +1 for each retry of a failed run"),
-        ("status", pa.string(), False, "running | committing (the job's code returned) | "
-         "succeeded | failed | aborted; a run has a row per status it reached, the newest "
-         "(updated_at) is current"),
+        ("status", pa.string(), False, "running | succeeded | failed | aborted; a run has a "
+         "row per status it reached, the newest (updated_at) is current"),
         ("mode", pa.string(), False, "bookmark mode: enable | disable | pause"),
         ("started_at", TS, False, "when the run started (UTC)"),
         ("ended_at", TS, True, "when the run ended (UTC)"),
@@ -57,7 +56,7 @@ RUNS = StateTable(
         ("outputs", pa.string(), True, "JSON object: target -> what was written (version)"),
         ("updated_at", TS, True, "when this row was written (UTC)"),
         ("recovery", pa.string(), True, "how recovery settled an interrupted run: "
-         "rolled_forward | replayed | aborted (nothing landed) | aborted_by_operator | "
+         "replayed | aborted (nothing landed) | aborted_by_operator | "
          "rewound (superseded by a rewind or reset)"),
     ),
 )

@@ -85,10 +85,12 @@ def test_a_replay_rewrites_only_the_parquet_target_that_had_not_landed(parquet_j
     assert parquet_ids(ws) == [100, 101, 102, 103, 104, 105]
     archived = delta_engine(ws.spark, "embedded").read(archive)
     assert sorted(r.id for r in archived.collect()) == [100, 101, 102, 103, 104, 105]
-    # landed in both: a crash after the commit rolls forward, nothing written twice
+    # landed in both: a crash after the job returned replays it, nothing written twice
     ws.land(rows=1)
-    crash(ws, "committing")
-    assert ws.run().recovered.action == "rolled_forward"
+    crash(ws, "returned")
+    replay = ws.run().recovered
+    assert replay.action == "replayed"
+    assert all(out["replayed"] for out in ws.store.find_run(replay.run_id).outputs.values())
     assert parquet_ids(ws) == [100, 101, 102, 103, 104, 105, 200]
 
 
