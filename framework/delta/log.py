@@ -9,6 +9,7 @@ half the time (delta-rs issue 2184). Rows are read with pyarrow from the snapsho
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import uuid
@@ -506,8 +507,13 @@ def read_rows(path: str, *, version: int | None = None,
     return rows.select(wanted.names)
 
 
+@functools.lru_cache(maxsize=256)
 def _read_file(uri: str, schema: pa.Schema) -> pa.Table:
-    """``schema``'s columns of one data file; columns added after it was written are null."""
+    """``schema``'s columns of one data file; columns added after it was written are null.
+
+    Cached: a data file never changes once written, and a state table is read again and
+    again while most of its files stay (a run reads the runs table three times).
+    """
     file = pq.ParquetFile(uri)
     present = [name for name in schema.names if name in file.schema_arrow.names]
     rows = file.read(columns=present)
