@@ -184,18 +184,23 @@ def _open(path: str, version: int | None = None) -> DeltaTable:
     return table
 
 
+def _log_entry(path: str, version: int) -> str:
+    """The file of a local table's commit ``version``."""
+    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+
+
 def _has_newer_commit(path: str, version: int) -> bool:
     """Whether the table moved past ``version``. For a local table a few stats answer, where
     delta-rs's update lists the whole log (~5 ms for a state table): the next commit file
     exists, or log cleanup removed ``version``'s, or a later checkpoint was written."""
     if "://" in path:
         return True
-    log_dir = os.path.join(path, "_delta_log")
-    if os.path.exists(os.path.join(log_dir, f"{version + 1:020d}.json")) or \
-            not os.path.exists(os.path.join(log_dir, f"{version:020d}.json")):
+    if os.path.exists(_log_entry(path, version + 1)) or \
+            not os.path.exists(_log_entry(path, version)):
         return True
     try:
-        with open(os.path.join(log_dir, "_last_checkpoint"), encoding="utf-8") as found:
+        with open(os.path.join(path, "_delta_log", "_last_checkpoint"),
+                  encoding="utf-8") as found:
             return int(json.load(found)["version"]) > version
     except (OSError, ValueError, KeyError):
         return False
@@ -257,9 +262,8 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
     """
     found = []
     for version in range(after + 1, to + 1):
-        entry = os.path.join(path, "_delta_log", f"{version:020}.json")
         try:
-            with open(entry) as lines:
+            with open(_log_entry(path, version)) as lines:
                 actions = [json.loads(line) for line in lines if line.strip()]
         except FileNotFoundError as exc:
             raise errors.VersionNotFoundError(
@@ -340,9 +344,18 @@ def _commit_properties(
     return CommitProperties(custom_metadata=custom, app_transactions=apps)
 
 
-def _version_of(path: str, write_id: str) -> int:
-    """The version our commit got (other writers may have committed right after it)."""
-    for info in _open(path).history(50):
+def _version_of(path: str, write_id: str, *, after: int) -> int:
+    """The version our commit got, past version ``after`` (other writers may have committed
+    right before or after it); only the commits since ``after`` are read, for a local
+    table straight from its log entries."""
+    version = after + 1
+    while "://" not in path and os.path.exists(entry := _log_entry(path, version)):
+        with open(entry, encoding="utf-8") as commit:
+            if write_id in commit.read():
+                return version
+        version += 1
+    table = _open(path)
+    for info in table.history(max(table.version() - after, 1)):
         if info.get(WRITE_ID_KEY) == write_id:
             return info["version"]
     raise errors.WriteConflictError(path, f"commit {write_id} not found in recent history")
@@ -376,6 +389,7 @@ def commit_files(
     ]
     write_id = uuid.uuid4().hex
     properties = _commit_properties(txn, user_metadata, write_id)
+    read_version = -1
     try:
         if not is_table(path):
             create_table_with_add_actions(path, schema, adds, mode="error",
@@ -383,12 +397,13 @@ def commit_files(
                                           commit_properties=properties)
         else:
             filters = [(c, op, _filter_value(v)) for c, op, v in replace_where or ()] or None
-            _open(path).create_write_transaction(
-                adds, mode, schema, list(partition_by) or None, filters,
-                commit_properties=properties)
+            table = _open(path)
+            read_version = table.version()
+            table.create_write_transaction(adds, mode, schema, list(partition_by) or None,
+                                           filters, commit_properties=properties)
     except (CommitFailedError, DeltaError) as exc:
         raise errors.WriteConflictError(path, f"commit refused: {exc}") from exc
-    return _version_of(path, write_id)
+    return _version_of(path, write_id, after=read_version)
 
 
 def merge_rows(path: str, rows: pa.Table, *, keys: Sequence[str], merge_schema: bool = False,
@@ -408,16 +423,17 @@ def merge_rows(path: str, rows: pa.Table, *, keys: Sequence[str], merge_schema: 
     write_id = uuid.uuid4().hex
     properties = _commit_properties(txn, user_metadata, write_id)
     predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
+    table = _open(path)
+    read_version = table.version()
     try:
-        (_open(path)
-         .merge(rows, predicate, source_alias="s", target_alias="t",
-                merge_schema=merge_schema, commit_properties=properties)
+        (table.merge(rows, predicate, source_alias="s", target_alias="t",
+                     merge_schema=merge_schema, commit_properties=properties)
          .when_matched_update_all()
          .when_not_matched_insert_all()
          .execute())
     except (CommitFailedError, DeltaError) as exc:
         raise errors.WriteConflictError(path, f"merge refused: {exc}") from exc
-    return _version_of(path, write_id)
+    return _version_of(path, write_id, after=read_version)
 
 
 def restore(path: str, version: int, *, user_metadata: Mapping[str, Any]) -> int:
