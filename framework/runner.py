@@ -8,10 +8,10 @@ The target commit is the point of truth. A run, holding its job's lease:
    recorded with the run before each target commits (while Spark writes its data); each
    target commit carries the app transaction (``deltamark:<job>``, run_seq), so a replay
    of the run is skipped;
-4. records ``succeeded`` once the job's code returned: from then on its bookmarks
-   count. A job that raises is ``failed`` and
-   its bookmarks never count; when a data-quality gate raised, the writes the run had
-   landed are rolled back first, so it fails whole (see ``_roll_back``).
+4. records ``succeeded`` once the job's code returned: from then on its bookmarks count.
+   A job that raises is ``failed`` and its bookmarks never count; when a data-quality
+   gate raised, the writes the run had landed are rolled back first, so it fails whole
+   (see ``_roll_back``).
 
 Recovery of the last run when it did not succeed: if none of its targets has its
 transaction (a Parquet target: its manifest), nothing landed: it is aborted, the files
