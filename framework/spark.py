@@ -3,6 +3,9 @@
 deltamark never sets ``spark.jars.packages``: Maven is unreachable on many clusters (and on
 ours). Delta's jars, when a user has them, come through ``spark.jars``; the native Delta path
 is switched on only then.
+
+A local JVM starts with Spark's classes mapped from a class-data-sharing archive when the
+set-up wrote one (``python -m framework.spark``): a ``deltamark run`` starts ~4 s sooner.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from framework.config import Settings
@@ -70,6 +75,8 @@ def spark_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
+    if master.startswith("local") and class_archive().exists():
+        _add_java_options(merged, f"-XX:SharedArchiveFile={class_archive()}")
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
     if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
@@ -89,6 +96,58 @@ def spark_session(
         raise SparkStartError(_gateway_hint(merged)) from exc
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def class_archive() -> Path:
+    """The class-data-sharing archive of this virtualenv's Spark (it may not exist)."""
+    from pyspark import __version__
+
+    return Path(sys.prefix) / "share" / "deltamark" / f"spark-{__version__}.jsa"
+
+
+def write_class_archive() -> Path | None:
+    """Write ``class_archive()``: start a local JVM that records the classes a small
+    Spark workload loads and archives them as it exits (Java 13+). Run it in a process
+    without a JVM yet. Returns the archive, or None if this Java could not write one.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    archive = class_archive()
+    if archive.exists():
+        return archive
+    if SparkContext._gateway is not None:
+        raise RuntimeError("write_class_archive needs a process without a Spark JVM")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
+    conf = dict(DEFAULT_CONF)
+    _add_java_options(conf, f"-XX:ArchiveClassesAtExit={partial}")
+    builder = SparkSession.builder.master("local[*]").appName("deltamark class archive")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    with tempfile.TemporaryDirectory() as scratch:
+        rows = spark.range(1000).selectExpr("id", "CAST(id AS STRING) AS name",
+                                            "current_timestamp() AS at")
+        rows.write.parquet(f"{scratch}/parquet")
+        rows.write.json(f"{scratch}/json")
+        spark.read.parquet(f"{scratch}/parquet").groupBy("name").count().collect()
+        spark.createDataFrame(spark.read.json(f"{scratch}/json").toArrow()).count()
+    jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
+    spark.stop()
+    jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive
+    jvm.wait()
+    if not partial.exists():
+        return None
+    partial.rename(archive)
+    return archive
+
+
+def _add_java_options(conf: dict[str, str], option: str) -> None:
+    """Prepend ``option`` to the driver's JVM options (quiet about sharing: an archive a
+    JVM cannot use, e.g. after a Java upgrade, is silently skipped)."""
+    given = conf.get("spark.driver.extraJavaOptions", "")
+    conf["spark.driver.extraJavaOptions"] = f"{option} -Xlog:cds=off {given}".strip()
 
 
 def _present_jars(jars: str) -> str:
@@ -120,3 +179,9 @@ def _gateway_hint(conf: Mapping[str, str]) -> str:
         "Spark could not start its JVM. Check that Java 17 is installed (java -version) "
         "and that JAVA_HOME, if set, points to it."
     )
+
+
+if __name__ == "__main__":  # the set-up: python -m framework.spark
+    written = write_class_archive()
+    print(f"Spark class archive: {written}" if written else
+          "Spark class archive: this Java cannot write one (Spark starts without it)")

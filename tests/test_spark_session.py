@@ -4,6 +4,8 @@ import sys
 
 import pytest
 
+from tests.databases import unavailable
+
 pytestmark = pytest.mark.spark
 
 
@@ -57,3 +59,12 @@ def test_absent_local_jars_are_left_out_with_a_warning(tmp_path, caplog):
     kept = _present_jars(f"{jar}, /nope/absent.jar,hdfs://nn/jars/remote.jar")
     assert kept == f"{jar},hdfs://nn/jars/remote.jar"
     assert "spark.jars: /nope/absent.jar does not exist" in caplog.text
+
+
+def test_a_local_session_maps_the_class_archive_the_setup_wrote(spark):
+    from framework.spark import class_archive
+
+    if not class_archive().exists():
+        unavailable(f"no Spark class archive at {class_archive()} (bash .ci/setup.sh writes it)")
+    runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert f"-XX:SharedArchiveFile={class_archive()}" in list(runtime.getInputArguments())
