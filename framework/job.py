@@ -112,7 +112,6 @@ class TargetWriteHooks(Protocol):
         """Start recording the run's plan so far; the returned callable waits until it is
         recorded. The target's data is written meanwhile; it commits only after."""
 
-
     def after_target_write(self, ctx: JobContext) -> None: ...
 
 
@@ -533,7 +532,7 @@ class JobContext:
             current = None if format == "parquet" else self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
         self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
-        planned = self._hooks.before_target_write(self) if self._hooks else _nothing
+        planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
         try:  # the data is written while the plan is recorded; it commits only after
             if format == "parquet":
                 commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
@@ -672,10 +671,6 @@ class JobContext:
                                    modified_ms=f.modified_ms)
                      for r in reads for f in r.files_read]
         return bookmarks, processed, marks
-
-
-def _nothing() -> None:
-    return None
 
 
 def _target_key(target: str) -> str:
