@@ -117,7 +117,8 @@ def write_class_archive() -> Path | None:
     if archive.exists():
         return archive
     if SparkContext._gateway is not None:
-        raise RuntimeError("write_class_archive needs a process without a Spark JVM")
+        raise SparkStartError("the class archive is written by a JVM of its own: run "
+                              "python -m framework.spark in a process without Spark")
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
     conf = dict(DEFAULT_CONF)
