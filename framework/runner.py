@@ -266,7 +266,8 @@ class _Steps:
 def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,
              engine: DeltaEngine, connections: Connections) -> Recovery | None:
     """Settle the job's ``last`` run if it did not succeed (see the module docstring)."""
-    if last is None or last.status not in ("running", "failed"):
+    # "committing": a status older versions recorded after the job returned; replayed too
+    if last is None or last.status not in ("running", "committing", "failed"):
         return None
     if not landed_targets(last):
         discard_unlanded(last)

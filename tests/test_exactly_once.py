@@ -10,6 +10,7 @@ DELTAMARK_CRASH_SEED fixes their seed.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -74,6 +75,17 @@ def test_a_crash_at_every_step_of_the_protocol_then_recovery(copy_job):
         assert_exactly_once(ws, ws.target)
     actions = [r.recovery for r in ws.store.runs("copy") if r.recovery]
     assert set(actions) == {"aborted", "replayed"}, actions
+
+
+def test_a_run_left_committing_by_an_older_version_is_replayed(copy_job):
+    ws = copy_job
+    ws.land(rows=2)
+    crash(ws, "copy", "returned")
+    crashed = ws.store.last_run("copy")
+    ws.store.record_run(dataclasses.replace(crashed, status="committing"))
+    report = ws.run()
+    assert report.recovered.action == "replayed"
+    assert_exactly_once(ws, ws.target)
 
 
 def test_random_crash_points_then_recovery(copy_job):
