@@ -9,7 +9,7 @@
             ctx.write_delta(df, ctx.params["target"], mode="append")
 
 Sources pin what they read against the bookmark when they are called. The runner records
-that plan before each target write and makes it count once the run succeeds (the commit
+that plan before each target commits and makes it count once the run succeeds (the commit
 protocol in ``framework.runner``).
 """
 
