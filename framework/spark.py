@@ -75,8 +75,8 @@ def spark_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
-    if master.startswith("local") and class_archive().exists():
-        _add_java_options(merged, f"-XX:SharedArchiveFile={class_archive()}")
+    if master.startswith("local") and (archive := class_archive()).exists():
+        _add_java_options(merged, f"-XX:SharedArchiveFile={archive}")
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
     if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
@@ -111,7 +111,6 @@ def write_class_archive() -> Path | None:
     without a JVM yet. Returns the archive, or None if this Java could not write one.
     """
     from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
     archive = class_archive()
     if archive.exists():
@@ -121,12 +120,10 @@ def write_class_archive() -> Path | None:
                               "python -m framework.spark in a process without Spark")
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
-    conf = dict(DEFAULT_CONF)
-    _add_java_options(conf, f"-XX:ArchiveClassesAtExit={partial}")
-    builder = SparkSession.builder.master("local[*]").appName("deltamark class archive")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    java_options: dict[str, str] = {}
+    _add_java_options(java_options, f"-XX:ArchiveClassesAtExit={partial}")
+    spark = spark_session(Settings(), master="local[*]", app_name="deltamark class archive",
+                          conf=java_options)
     with tempfile.TemporaryDirectory() as scratch:
         rows = spark.range(1000).selectExpr("id", "CAST(id AS STRING) AS name",
                                             "current_timestamp() AS at")
