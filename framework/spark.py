@@ -4,8 +4,8 @@ deltamark never sets ``spark.jars.packages``: Maven is unreachable on many clust
 ours). Delta's jars, when a user has them, come through ``spark.jars``; the native Delta path
 is switched on only then.
 
-A local JVM starts with Spark's classes mapped from a class-data-sharing archive when the
-set-up wrote one (``python -m framework.spark``): a ``deltamark run`` starts ~4 s sooner.
+A local JVM also gets what the set-up prepared (``framework.local_jvm``): a local file
+system that sets permissions without chmod processes, and an archive of Spark's classes.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from __future__ import annotations
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from framework import local_jvm
 from framework.config import Settings
 from framework.errors import SparkStartError
 
@@ -75,8 +74,8 @@ def spark_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
-    if master.startswith("local") and (archive := class_archive()).exists():
-        _add_java_options(merged, f"-XX:SharedArchiveFile={archive}")
+    if master.startswith("local"):
+        local_jvm.configure(merged)
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
     if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
@@ -96,56 +95,6 @@ def spark_session(
         raise SparkStartError(_gateway_hint(merged)) from exc
     spark.sparkContext.setLogLevel("WARN")
     return spark
-
-
-def class_archive() -> Path:
-    """The class-data-sharing archive of this virtualenv's Spark (it may not exist)."""
-    from pyspark import __version__
-
-    return Path(sys.prefix) / "share" / "deltamark" / f"spark-{__version__}.jsa"
-
-
-def write_class_archive() -> Path | None:
-    """Write ``class_archive()``: start a local JVM that records the classes a small
-    Spark workload loads and archives them as it exits (Java 13+). Run it in a process
-    without a JVM yet. Returns the archive, or None if this Java could not write one.
-    """
-    from pyspark import SparkContext
-
-    archive = class_archive()
-    if archive.exists():
-        return archive
-    if SparkContext._gateway is not None:
-        raise SparkStartError("the class archive is written by a JVM of its own: run "
-                              "python -m framework.spark in a process without Spark")
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
-    java_options: dict[str, str] = {}
-    _add_java_options(java_options, f"-XX:ArchiveClassesAtExit={partial}")
-    spark = spark_session(Settings(), master="local[*]", app_name="deltamark class archive",
-                          conf=java_options)
-    with tempfile.TemporaryDirectory() as scratch:
-        rows = spark.range(1000).selectExpr("id", "CAST(id AS STRING) AS name",
-                                            "current_timestamp() AS at")
-        rows.write.parquet(f"{scratch}/parquet")
-        rows.write.json(f"{scratch}/json")
-        spark.read.parquet(f"{scratch}/parquet").groupBy("name").count().collect()
-        spark.createDataFrame(spark.read.json(f"{scratch}/json").toArrow()).count()
-    jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
-    spark.stop()
-    jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive
-    jvm.wait()
-    if not partial.exists():
-        return None
-    partial.rename(archive)
-    return archive
-
-
-def _add_java_options(conf: dict[str, str], option: str) -> None:
-    """Prepend ``option`` to the driver's JVM options (quiet about sharing: an archive a
-    JVM cannot use, e.g. after a Java upgrade, is silently skipped)."""
-    given = conf.get("spark.driver.extraJavaOptions", "")
-    conf["spark.driver.extraJavaOptions"] = f"{option} -Xlog:cds=off {given}".strip()
 
 
 def _present_jars(jars: str) -> str:
@@ -177,9 +126,3 @@ def _gateway_hint(conf: Mapping[str, str]) -> str:
         "Spark could not start its JVM. Check that Java 17 is installed (java -version) "
         "and that JAVA_HOME, if set, points to it."
     )
-
-
-if __name__ == "__main__":  # the set-up: python -m framework.spark
-    written = write_class_archive()
-    print(f"Spark class archive: {written}" if written else
-          "Spark class archive: this Java cannot write one (Spark starts without it)")

@@ -62,9 +62,33 @@ def test_absent_local_jars_are_left_out_with_a_warning(tmp_path, caplog):
 
 
 def test_a_local_session_maps_the_class_archive_the_setup_wrote(spark):
-    from framework.spark import class_archive
+    from framework.local_jvm import class_archive
 
-    if not class_archive().exists():
-        unavailable(f"no Spark class archive at {class_archive()} (bash .ci/setup.sh writes it)")
+    archive = class_archive(spark.sparkContext.getConf().get("spark.driver.extraClassPath", ""))
+    if not archive.exists():
+        unavailable(f"no Spark class archive at {archive} (bash .ci/setup.sh writes it)")
     runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert f"-XX:SharedArchiveFile={class_archive()}" in list(runtime.getInputArguments())
+    assert f"-XX:SharedArchiveFile={archive}" in list(runtime.getInputArguments())
+
+
+def test_local_writes_set_permissions_without_chmod_processes(spark, tmp_path):
+    from framework.local_jvm import FILE_SYSTEM_CLASS, file_system_jar
+
+    if not file_system_jar().exists():
+        unavailable(f"no local file system jar at {file_system_jar()} (bash .ci/setup.sh "
+                    "builds it with javac)")
+    jvm = spark._jvm
+    hadoop = spark._jsc.hadoopConfiguration()
+    fs = jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}").getFileSystem(hadoop)
+    assert fs.getClass().getName() == FILE_SYSTEM_CLASS
+
+    spark.range(3).write.parquet(str(tmp_path / "table"))
+    written = sorted((tmp_path / "table").glob("part-*.parquet"))
+    assert written
+    assert oct((tmp_path / "table").stat().st_mode & 0o7777) == oct(0o755)
+    assert {oct(file.stat().st_mode & 0o7777) for file in written} == {oct(0o644)}
+    assert spark.read.parquet(str(tmp_path / "table")).count() == 3
+
+    sticky = jvm.org.apache.hadoop.fs.permission.FsPermission("1777")
+    fs.setPermission(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/table"), sticky)
+    assert oct((tmp_path / "table").stat().st_mode & 0o7777) == oct(0o1777)  # via chmod
