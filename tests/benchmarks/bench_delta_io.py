@@ -1,6 +1,9 @@
 """Write then fully read N rows through the embedded Delta path and through Spark's own
 Parquet writer/reader: same data, same session, same run. Target: each ratio <= 1.25.
 
+Three rounds, the first a warm-up; each writes both tables once, then reads both three
+times, alternating.
+
 DELTAMARK_BENCH_ROWS sets N (default 10 million).
 """
 
@@ -13,6 +16,7 @@ import tempfile
 import time
 
 TARGET = 1.25
+READS = 3  # per round
 
 
 def _timed(action) -> float:
@@ -48,20 +52,25 @@ def main() -> None:
         for rep in range(3):  # the first round warms up the JVM and is discarded
             parquet, delta = f"{scratch}/parquet{rep}", f"{scratch}/delta{rep}"
             sample = {
-                "pw": _timed(lambda p=parquet: data.write.parquet(p)),
-                "dw": _timed(lambda d=delta: engine.write(data, d)),
-                "pr": _timed(lambda p=parquet: full_read(spark.read.parquet(p))),
-                "dr": _timed(lambda d=delta: full_read(engine.read(d))),
+                "pw": [_timed(lambda p=parquet: data.write.parquet(p))],
+                "dw": [_timed(lambda d=delta: engine.write(data, d))],
+                "pr": [], "dr": [],
             }
+            for _ in range(READS):  # reads are short: alternate several to even out noise
+                sample["pr"].append(_timed(lambda p=parquet: full_read(spark.read.parquet(p))))
+                sample["dr"].append(_timed(lambda d=delta: full_read(engine.read(d))))
             if rep:
-                for key, value in sample.items():
-                    times[key].append(value)
+                for key, values in sample.items():
+                    times[key] += values
         assert engine.read(f"{scratch}/delta1").count() == rows
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
     median = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\nbench_delta_io: {rows:,} rows, 5 columns, {os.cpu_count()} cores, median of 2")
+    print("bench_delta_io samples: " + "; ".join(
+        f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in times.items()))
+    print(f"\nbench_delta_io: {rows:,} rows, 5 columns, {os.cpu_count()} cores, median of "
+          f"2 writes and {2 * READS} reads (alternating) after a warm-up round")
     print(f"{'step':<8}{'spark parquet':>15}{'embedded delta':>16}{'ratio':>8}  target")
     for step, base, ours in (("write", "pw", "dw"), ("read", "pr", "dr")):
         ratio = median[ours] / median[base]
