@@ -35,6 +35,7 @@ from framework.errors import (
     MissingContextError,
     SourceError,
 )
+from framework.faults import crash_point
 from framework.modes import BookmarkOptions
 from framework.sinks import parquet
 from framework.sources import delta as delta_source
@@ -533,11 +534,16 @@ class JobContext:
             return WriteResult(version=-1 if current is None else current, skipped=True)
         self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
         planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
+
+        def staged() -> None:  # the data is written, uncommitted: it waits for the plan
+            planned()
+            crash_point("staged")
+
         try:  # the data is written while the plan is recorded; it commits only after
             if format == "parquet":
                 commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
                                        run_seq=self.run_seq, attempt=self._run.attempt,
-                                       partition_by=partition_by, before_commit=planned)
+                                       partition_by=partition_by, before_commit=staged)
                 result = WriteResult(version=self.run_seq, skipped=commit.replayed)
                 written = {"files": len(commit.files), "rows": commit.rows}
             else:
@@ -548,7 +554,7 @@ class JobContext:
                     metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
                                             "run_seq": self.run_seq,
                                             "bookmarks": self._states()}},
-                    before_commit=planned)
+                    before_commit=staged)
                 written = {"version": result.version}
         finally:
             planned()  # also after a skipped or failed write: the record is done before we go on

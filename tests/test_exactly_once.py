@@ -27,7 +27,7 @@ from framework.lease import lease_holder
 
 pytestmark = pytest.mark.spark
 
-STEPS = ["started", "planned", "target_committed", "plan_recorded", "returned"]
+STEPS = ["started", "planned", "staged", "target_committed", "plan_recorded", "returned"]
 RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "6"))
 SEED = int(os.environ.get("DELTAMARK_CRASH_SEED", random.randrange(1_000_000)))
 
@@ -44,6 +44,7 @@ def assert_exactly_once(ws, *targets: str, job: str = "copy") -> None:
     expected = landed_rows(ws)
     for target in targets:
         assert ws.rows(target) == expected, f"{target}: duplicates or gaps"
+        assert not list(Path(target).glob("_deltamark_staging/*")), f"{target}: staged files left"
     [bookmark] = ws.store.bookmarks(job)
     assert bookmark.state["files_total"] == len({name for _, name in expected})
     history = ws.store.histories(job)["src"]

@@ -11,7 +11,8 @@ native Parquet reader and writer move the bytes.
 - Write: Spark tasks write Parquet in parallel into ``<table>/_deltamark_staging/<id>``;
   the driver moves the files into place, reads their footers for statistics and makes ONE
   Delta commit with delta-rs, carrying the app transaction and commit metadata. Until that
-  commit the files are invisible; on failure they are deleted.
+  commit the files are invisible; on failure they are deleted, and what a killed write
+  left is deleted by the job's next write to the table.
 
 A Python Data Source (Arrow batches through Python workers) was prototyped first: 1.3-2.8x
 slower to write and 1.4-2.5x slower to read than Spark's Parquet on the same data.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -93,7 +95,7 @@ class EmbeddedEngine(DeltaEngine):
             F.check(replace_where, partitions,
                     where=f"Delta table {path} (replace_where takes partition columns)")
 
-        staging = os.path.join(root, STAGING_DIR, uuid.uuid4().hex)
+        staging = _new_staging_dir(root, txn)
         placed: list[str] = []
         try:
             # The staging directory is private and its files are placed by the driver after
@@ -240,6 +242,20 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         columns.append(fn.col(f"`{field.name}`"))
         fields.append(StructField(field.name, field.dataType, True))
     return df.select(*columns), StructType(fields)
+
+
+def _new_staging_dir(root: str, txn: AppTransaction | None) -> str:
+    """A fresh staging directory's path. A job's are tagged with its app id, and as one run
+    of a job writes at a time, those found are what a killed run left: they are removed."""
+    parent = os.path.join(root, STAGING_DIR)
+    if txn is None:
+        return os.path.join(parent, uuid.uuid4().hex)
+    tag = hashlib.sha256(txn.app_id.encode()).hexdigest()[:16]  # app ids may hold ':'
+    with contextlib.suppress(FileNotFoundError):
+        for left in os.scandir(parent):
+            if left.name.startswith(f"{tag}-"):
+                shutil.rmtree(left.path, ignore_errors=True)
+    return os.path.join(parent, f"{tag}-{txn.version}-{uuid.uuid4().hex}")
 
 
 def _place_files(staging: str, root: str, partitions: Sequence[str], schema: StructType,
