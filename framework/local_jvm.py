@@ -47,12 +47,12 @@ def file_system_jar() -> Path:
 
 
 def class_archive(class_path: str) -> Path:
-    """The class archive of this virtualenv's Spark with ``class_path`` (the driver's
-    extra class path) before Spark's jars: a JVM maps an archive of its own class path
-    only."""
+    """The class archive of this virtualenv's Spark on this Java, with ``class_path`` (the
+    driver's extra class path) before Spark's jars: a JVM maps only an archive that its own
+    Java build wrote for its own class path."""
     from pyspark import __version__
 
-    return _shared() / f"spark-{__version__}-{_digest(class_path.encode())}.jsa"
+    return _shared() / f"spark-{__version__}-{_digest(f'{_java()}|{class_path}'.encode())}.jsa"
 
 
 def build_file_system_jar() -> Path | None:
@@ -67,8 +67,7 @@ def build_file_system_jar() -> Path | None:
     jar = file_system_jar()
     if jar.exists():
         return jar
-    java_home = os.environ.get("JAVA_HOME")
-    javac = shutil.which("javac", path=os.path.join(java_home, "bin") if java_home else None)
+    javac = _java_tool("javac")
     if javac is None:
         return None
     spark_jars = Path(pyspark.__file__).parent / "jars" / "*"
@@ -147,6 +146,22 @@ def _zip(classes: Path, jar: Path) -> None:
     with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as archive:
         for file in sorted(classes.rglob("*.class")):
             archive.write(file, file.relative_to(classes).as_posix())
+
+
+def _java() -> str:
+    """The java that starts Spark's JVM (JAVA_HOME's, else the PATH's), and when it was
+    installed: an upgraded Java gets an archive of its own."""
+    java = _java_tool("java")
+    if java is None:
+        return ""
+    java = os.path.realpath(java)
+    return f"{java}@{os.stat(java).st_mtime_ns}"
+
+
+def _java_tool(name: str) -> str | None:
+    """A JDK tool as Spark finds java: in JAVA_HOME when it is set, else on the PATH."""
+    java_home = os.environ.get("JAVA_HOME")
+    return shutil.which(name, path=os.path.join(java_home, "bin") if java_home else None)
 
 
 def _shared() -> Path:
