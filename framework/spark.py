@@ -74,7 +74,7 @@ def spark_session(
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
-    if master.startswith("local"):
+    if master == "local" or master.startswith("local["):  # Spark in this JVM alone
         local_jvm.configure(merged)
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
