@@ -104,6 +104,29 @@ def test_rows_marked_for_quarantine_match_the_counts_great_expectations_reports(
     assert sorted(values.sample) == [-5.0, 20000.0]
 
 
+def test_schema_match_checks_decimal_precision_and_scale(spark):
+    from decimal import Decimal
+
+    from framework.quality import gate
+
+    df = spark.createDataFrame([(1, Decimal("1.5"))], "id BIGINT, amount DECIMAL(12,4)")
+    declared = ["decimal(12, 4)", "DECIMAL(12,4)", "decimal(10,2)", "decimal(12)", "decimal"]
+    sets, problems = parse_checks({"d": {"rules": [
+        {"SchemaMatch": {"columns": {"id": "bigint", "amount": t}}} for t in declared]}})
+    assert problems == []
+    outcomes = gate.evaluate(df, sets["d"])
+    assert [o.outcome for o in outcomes] == ["passed", "passed", "failed", "failed", "passed"]
+    assert outcomes[2].observed == {"amount": "decimal(12,4)"}
+    assert "observed {'amount': 'decimal(12,4)'}" in outcomes[2].summary()
+
+    _, problems = parse_checks({"d": {"rules": [
+        {"SchemaMatch": {"columns": {"amount": "decimal(40,2)"}}},
+        {"SchemaMatch": {"columns": {"amount": "decimal(2,5)"}}},
+        {"SchemaMatch": {"columns": {"amount": "decimal(x)"}}}]}})
+    assert len(problems) == 3
+    assert all("write decimal(precision, scale), precision 1-38" in p for p in problems)
+
+
 def test_rule_sets_are_validated_all_at_once_naming_each_key(tmp_path):
     jobs = tmp_path / "jobs"
     jobs.mkdir()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from framework.quality.rules import Rule, RuleSet
@@ -83,9 +83,17 @@ def evaluate(df: DataFrame, ruleset: RuleSet) -> list[RuleOutcome]:
     failed = [key for key, r in found.items()
               if not r.success and (r.result or {}).get("unexpected_count")]
     samples = _validate(df, failed, partial=SAMPLE_SIZE) if failed else {}
-    return [_outcome(rule, [found[_key(e)] for e in rule.expectations],
-                     [samples[_key(e)] for e in rule.expectations if _key(e) in samples])
-            for rule in ruleset.rules]
+    actual_types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    outcomes = []
+    for rule in ruleset.rules:
+        outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations],
+                           [samples[_key(e)] for e in rule.expectations if _key(e) in samples])
+        wrong = {column: actual_types[column] for column, declared in rule.exact_types
+                 if actual_types.get(column, declared) != declared}
+        if wrong and outcome.outcome == "passed":
+            outcome = replace(outcome, outcome="failed", observed=wrong)
+        outcomes.append(outcome)
+    return outcomes
 
 
 def _outcome(rule: Rule, results: Sequence[Any], samples: Sequence[Any]) -> RuleOutcome:

@@ -63,6 +63,9 @@ class Rule:
     #: row-level rules: ("not_null" | "unique" | "between" | "in" | "matches" | "length",
     #: columns, argument)
     row_check: tuple[str, tuple[str, ...], Any] | None = None
+    #: SchemaMatch: (column, Spark type) pairs whose precision GX does not check (it checks
+    #: the type's class only): compared with the DataFrame's schema, e.g. decimal(10,2)
+    exact_types: tuple[tuple[str, str], ...] = ()
 
     @property
     def row_level(self) -> bool:
@@ -373,6 +376,7 @@ def _schema_match(arg: Any) -> Rule:
         raise ValueError("SchemaMatch: exact must be true or false")
     expectations: list[Expectation] = [
         ("ExpectTableColumnsToMatchSet", {"column_set": list(columns), "exact_match": exact})]
+    exact_types = []
     for column, type_name in columns.items():
         base = str(type_name).lower().split("(")[0].strip()
         if base not in _SPARK_TYPES:
@@ -380,9 +384,22 @@ def _schema_match(arg: Any) -> Rule:
                              f"{', '.join(sorted(_SPARK_TYPES))})")
         expectations.append(("ExpectColumnValuesToBeOfType",
                              {"column": str(column), "type_": _SPARK_TYPES[base]}))
+        if "(" in str(type_name):
+            exact_types.append((str(column), _decimal_type(str(column), str(type_name))))
     described = ", ".join(f"{c} {t}" for c, t in columns.items())
     return Rule("SchemaMatch", f"SchemaMatch ({described}){'' if exact else ' and others'}",
-                tuple(expectations))
+                tuple(expectations), exact_types=tuple(exact_types))
+
+
+def _decimal_type(column: str, declared: str) -> str:
+    """``decimal(p[, s])`` as Spark writes it (``decimal(10,0)``); plain ``decimal`` takes
+    any precision."""
+    found = re.fullmatch(r"\s*decimal\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)\s*", declared, re.I)
+    precision, scale = (int(found[1]), int(found[2] or 0)) if found else (0, 0)
+    if not found or not 1 <= precision <= 38 or scale > precision:
+        raise ValueError(f"SchemaMatch: {column}: '{declared}' is not a Spark type with "
+                         "parameters; write decimal(precision, scale), precision 1-38")
+    return f"decimal({precision},{scale})"
 
 
 def _custom_sql(arg: Any) -> Rule:
