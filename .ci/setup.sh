@@ -36,6 +36,10 @@ fi
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
+# Delta's, S3A's and Avro's jars from Maven, without what pyspark ships (once per version
+# of framework/java/pom.xml): the native Delta path, s3:// on Spark, Spark's Avro reader.
+.venv/bin/python -m framework.jars
+
 # For local Spark JVMs (written once into .venv): a Hadoop local file system that needs no
 # chmod processes (javac), and a class-data-sharing archive of Spark's classes (~40 s,
 # ~170 MB): local writes take ~50 ms less, a JVM starts ~4 s sooner. Spark works without.

@@ -82,19 +82,18 @@ def build_file_system_jar() -> Path | None:
 
 
 def write_class_archive() -> Path | None:
-    """Write the class archive for a default local session (with the local file system
-    when it is built): start a JVM that records the classes a small Spark workload loads
-    and archives them as it exits (Java 13+). Run it in a process without a JVM yet.
-    Returns the archive, or None if this Java could not write one.
+    """Write the class archive for a default local session (with the set-up's jars and the
+    local file system when they are there): start a JVM that records the classes a small
+    Spark workload loads and archives them as it exits (Java 13+). Run it in a process
+    without a JVM yet. Returns the archive, or None if this Java could not write one.
     """
     from pyspark import SparkContext
 
     from framework.config import Settings
     from framework.errors import SparkStartError
-    from framework.spark import spark_session
+    from framework.spark import session_conf, spark_session
 
-    default: dict[str, str] = {}
-    configure(default)
+    default = session_conf(Settings(), master="local[*]")
     archive = class_archive(default.get("spark.driver.extraClassPath", ""))
     if archive.exists():
         return archive

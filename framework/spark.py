@@ -1,8 +1,10 @@
 """The SparkSession factory.
 
-deltamark never sets ``spark.jars.packages``: Maven is unreachable on many clusters (and on
-ours). Delta's jars, when a user has them, come through ``spark.jars``; the native Delta path
-is switched on only then.
+deltamark never sets ``spark.jars.packages`` (Ivy at session start). Delta's, S3A's and
+Avro's jars come from the set-up (``framework.jars``, resolved from Maven into the
+virtualenv) and are put on the driver's and executors' class path; a user whose cluster
+ships its own Delta jars names them in ``spark.jars`` and deltamark adds none. Delta's SQL
+extension and catalog are configured whenever a delta-spark jar is on the session.
 
 A local JVM also gets what the set-up prepared (``framework.local_jvm``): a local file
 system that sets permissions without chmod processes, and an archive of Spark's classes.
@@ -16,14 +18,14 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from framework import local_jvm
+from framework import jars, local_jvm
 from framework.config import Settings
 from framework.errors import SparkStartError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["spark_session"]
+__all__ = ["session_conf", "spark_session"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -36,6 +38,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    # Delta rebuilds a new version's snapshot with this many tasks (default 50): seconds of
+    # task overhead per read on small tables. Raise it for tables of many thousand files.
+    "spark.databricks.delta.snapshotPartitions": "2",
 }
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -52,8 +57,7 @@ def spark_session(
     """Get or create the SparkSession described by ``settings``.
 
     Python workers run the driver's interpreter (otherwise they miss the virtualenv's
-    pyarrow). When ``spark.jars`` names a delta-spark jar and the Delta mode allows it,
-    Delta's SQL extension and catalog are configured too.
+    pyarrow). The conf is ``session_conf``'s.
 
     Args:
         settings: loaded settings (``spark.master``, ``spark.app_name``, ``spark.conf``).
@@ -73,15 +77,7 @@ def spark_session(
         os.environ["PYSPARK_PYTHON"] = sys.executable
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
-    if master == "local" or master.startswith("local["):  # Spark in this JVM alone
-        local_jvm.configure(merged)
-    if "spark.jars" in merged:
-        merged["spark.jars"] = _present_jars(merged["spark.jars"])
-    if settings.delta != "embedded" and _names_delta_jar(merged.get("spark.jars", "")):
-        merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
-        merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
-
+    merged = session_conf(settings, master=master, conf=conf)
     builder = SparkSession.builder.master(master).appName(
         app_name or settings.spark.app_name
     )
@@ -95,6 +91,26 @@ def spark_session(
         raise SparkStartError(_gateway_hint(merged)) from exc
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def session_conf(settings: Settings, *, master: str,
+                 conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The Spark conf deltamark starts a session with: defaults, then ``settings``, then
+    ``conf``, plus the set-up's jars and, for a JVM of its own, the local extras."""
+    merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
+    if "spark.jars" in merged:
+        merged["spark.jars"] = _present_jars(merged["spark.jars"])
+    if not _names_delta_jar(merged.get("spark.jars", "")) and (installed := jars.class_path()):
+        for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+            merged[key] = os.pathsep.join(filter(None, [merged.get(key), installed]))
+    if master == "local" or master.startswith("local["):  # Spark in this JVM alone
+        local_jvm.configure(merged)
+    delta_jar = _names_delta_jar(merged.get("spark.jars", "")) or _names_delta_jar(
+        merged.get("spark.driver.extraClassPath", ""), separator=os.pathsep)
+    if settings.delta != "embedded" and delta_jar:
+        merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
+        merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    return merged
 
 
 def _present_jars(jars: str) -> str:
@@ -111,8 +127,8 @@ def _present_jars(jars: str) -> str:
     return ",".join(present)
 
 
-def _names_delta_jar(jars: str) -> bool:
-    return any(os.path.basename(jar).startswith("delta-spark") for jar in jars.split(","))
+def _names_delta_jar(jars: str, *, separator: str = ",") -> bool:
+    return any(os.path.basename(jar).startswith("delta-spark") for jar in jars.split(separator))
 
 
 def _gateway_hint(conf: Mapping[str, str]) -> str:

@@ -27,8 +27,10 @@ def engine(request, spark):
     from framework.delta import delta_engine, native_available
 
     if request.param == "native" and not native_available(spark):
-        pytest.skip("native Delta path: Delta's jars are not on this Spark session "
-                    "(no Maven here; put them in spark.jars to run these)")
+        from databases import unavailable
+
+        unavailable("native Delta path: Delta's jars are not on this Spark session "
+                    "(bash .ci/setup.sh resolves them with mvn)")
     return delta_engine(spark, request.param)
 
 

@@ -1,6 +1,8 @@
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +61,26 @@ def test_absent_local_jars_are_left_out_with_a_warning(tmp_path, caplog):
     kept = _present_jars(f"{jar}, /nope/absent.jar,hdfs://nn/jars/remote.jar")
     assert kept == f"{jar},hdfs://nn/jars/remote.jar"
     assert "spark.jars: /nope/absent.jar does not exist" in caplog.text
+
+
+def test_the_setup_jars_bring_delta_s3a_and_avro_and_nothing_pyspark_ships(spark):
+    import pyspark
+
+    from framework import jars
+    from framework.delta import native_available
+
+    if not jars.installed():
+        unavailable("Delta's, S3A's and Avro's jars are not installed (bash .ci/setup.sh "
+                    "resolves them with mvn)")
+    assert native_available(spark)
+    loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    for name in ("org.apache.hadoop.fs.s3a.S3AFileSystem",
+                 "org.apache.spark.sql.avro.AvroFileFormat"):
+        loader.loadClass(name)
+    shipped = {jar.name for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    artifact = re.compile(r"-\d[^/]*\.jar$")
+    assert not {artifact.sub("", j.name) for j in jars.installed()} & {
+        artifact.sub("", name) for name in shipped}
 
 
 def test_a_local_session_maps_the_class_archive_the_setup_wrote(spark):

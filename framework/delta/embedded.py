@@ -36,12 +36,11 @@ import pyarrow.parquet as pq
 
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.engine import DeltaEngine, WriteMode
+from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
 from framework.delta.log import AppTransaction, NewFile, Snapshot
 from framework.errors import (
     DeltaEngineUnavailableError,
     DeltaTableError,
-    SchemaMismatchError,
     UnsupportedTableFeatureError,
 )
 
@@ -70,7 +69,7 @@ class EmbeddedEngine(DeltaEngine):
         snap = log.snapshot(root, version=version, timestamp=timestamp)
         if unsupported := snap.unsupported_features():
             raise UnsupportedTableFeatureError(path, unsupported)
-        schema = _spark_schema(snap.schema_json)
+        schema = spark_schema(snap.schema_json)
         filters = F.check(filters, schema.fieldNames(), where=f"Delta table {path}")
         files = [f.path for f in snap.files if F.file_may_match(f, filters)]
         df = read_data_files(self.spark, path, snap, files)
@@ -81,20 +80,11 @@ class EmbeddedEngine(DeltaEngine):
 
     # --- write -----------------------------------------------------------------------
 
-    def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
-               partition_by: tuple[str, ...], replace_where: tuple[F.Filter, ...],
-               merge_schema: bool, txn: AppTransaction | None,
+    def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
+               schema: StructType, partitions: tuple[str, ...],
+               replace_where: tuple[F.Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         root = _local_path(path)
-        current = log.snapshot(root) if log.is_table(root) else None
-        partitions = _partitioning(path, current, partition_by)
-        df, schema = _conform(path, df, current, partitions, merge_schema=merge_schema)
-        if replace_where:
-            if mode != "overwrite":
-                raise DeltaTableError(path, "replace_where needs mode='overwrite'.")
-            F.check(replace_where, partitions,
-                    where=f"Delta table {path} (replace_where takes partition columns)")
-
         staging = _new_staging_dir(root, txn)
         placed: list[str] = []
         try:
@@ -111,8 +101,8 @@ class EmbeddedEngine(DeltaEngine):
             before_commit()
             files = list(_place_files(staging, root, partitions, schema, placed))
             _check_replace_where(path, files, replace_where)
-            if current is not None and mode == "append" and merge_schema and \
-                    schema.json() != _spark_schema(current.schema_json).json():
+            if current is not None and mode == "append" and \
+                    schema.json() != spark_schema(current.schema_json).json():
                 # delta-rs can change the schema only in an overwrite commit: widen first.
                 log.add_columns(root, schema.json())
             return log.commit_files(
@@ -135,9 +125,6 @@ class EmbeddedEngine(DeltaEngine):
                before_commit: Callable[[], object]) -> int:
         # delta-rs merges on the driver: fine for increments, which merges are for.
         root = _local_path(path)
-        current = log.snapshot(root)
-        df, _ = _conform(path, df, current, current.partition_columns,
-                         merge_schema=merge_schema)
         rows = df.toArrow()
         before_commit()
         return log.merge_rows(root, rows, keys=keys, merge_schema=merge_schema, txn=txn,
@@ -148,7 +135,7 @@ def read_data_files(spark: SparkSession, path: str, snap: Snapshot,
                     files: Sequence[str]) -> DataFrame:
     """Some data files of ``snap`` as a DataFrame with the table's schema (partition
     columns parsed from their ``col=value`` directories)."""
-    schema = _spark_schema(snap.schema_json)
+    schema = spark_schema(snap.schema_json)
     if not files:
         return spark.createDataFrame([], schema)
     _check_hive_layout(path, snap, files)
@@ -168,12 +155,6 @@ def _local_path(path: str) -> str:
     )
 
 
-def _spark_schema(schema_json: str) -> StructType:
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson(json.loads(schema_json))
-
-
 def _check_hive_layout(path: str, snap: Snapshot, files: Sequence[str]) -> None:
     """Spark parses partition values from ``col=value`` directories: require that layout."""
     if not snap.partition_columns:
@@ -185,63 +166,6 @@ def _check_hive_layout(path: str, snap: Snapshot, files: Sequence[str]) -> None:
                 p.startswith(e) for p, e in zip(parts, expected, strict=True)):
             raise UnsupportedTableFeatureError(
                 path, [f"data files outside Hive-style partition directories ({file})"])
-
-
-def _partitioning(path: str, current: Snapshot | None, asked: tuple[str, ...]) -> tuple[str, ...]:
-    if current is None:
-        return asked
-    if not asked or asked == current.partition_columns:
-        return current.partition_columns
-    raise SchemaMismatchError(
-        path, [f"partition_by {list(asked)} differs from the table's "
-               f"{list(current.partition_columns)}"],
-        "Leave partition_by out, or write to a new table.")
-
-
-def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Sequence[str],
-             *, merge_schema: bool) -> tuple[DataFrame, StructType]:
-    """Order ``df`` like the table, fill missing nullable columns, check types.
-
-    Returns the DataFrame to write and the schema the table will have after the write.
-    """
-    from pyspark.sql import functions as fn
-    from pyspark.sql.types import StructField, StructType
-
-    incoming = {f.name: f for f in df.schema.fields}
-    problems = [f"partition column '{c}' is not in the data" for c in partitions
-                if c not in incoming]
-    if current is None:
-        if problems:
-            raise SchemaMismatchError(path, problems, "Add the column or fix partition_by.")
-        return df, StructType([StructField(f.name, f.dataType, True) for f in df.schema.fields])
-
-    table_fields = _spark_schema(current.schema_json).fields
-    if [(f.name, f.dataType) for f in df.schema.fields] == [
-            (f.name, f.dataType) for f in table_fields] and not problems:
-        return df, StructType(table_fields)  # already the table's layout: no projection
-    columns, fields = [], []
-    for field in table_fields:
-        given = incoming.get(field.name)
-        if given is None:
-            columns.append(fn.lit(None).cast(field.dataType).alias(field.name))
-        elif given.dataType != field.dataType:
-            problems.append(f"column '{field.name}' is {given.dataType.simpleString()} in the "
-                            f"data but {field.dataType.simpleString()} in the table")
-            continue
-        else:
-            columns.append(fn.col(f"`{field.name}`"))
-        fields.append(field)
-    new = [f for f in df.schema.fields if f.name not in {t.name for t in table_fields}]
-    if new and not merge_schema:
-        problems.append("new column(s) " + ", ".join(f"'{f.name}'" for f in new))
-    if problems:
-        raise SchemaMismatchError(
-            path, problems,
-            "Cast the data to the table's types; pass merge_schema=True to add new columns.")
-    for field in new:
-        columns.append(fn.col(f"`{field.name}`"))
-        fields.append(StructField(field.name, field.dataType, True))
-    return df.select(*columns), StructType(fields)
 
 
 def _new_staging_dir(root: str, txn: AppTransaction | None) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -9,20 +10,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from framework.delta import filters as F
 from framework.delta import log
 from framework.delta.filters import Filter
 from framework.delta.log import AppTransaction, Commit, Snapshot
 from framework.errors import (
     ChangesUnavailableError,
     DeltaTableError,
+    SchemaMismatchError,
     UnsupportedTableFeatureError,
     VersionNotFoundError,
 )
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
-__all__ = ["DeltaEngine", "WriteMode", "WriteResult"]
+__all__ = ["DeltaEngine", "WriteMode", "WriteResult", "spark_schema"]
 
 WriteMode = Literal["append", "overwrite", "merge"]
 
@@ -110,23 +114,32 @@ class DeltaEngine(ABC):
                                   "columns to merge on, or another mode.")
         if merge_on:
             _check_merge_keys(path, df, tuple(merge_on))
-        if mode == "merge" and log.is_table(path):
+        # One set of schema rules and messages for both paths.
+        current = log.snapshot(path) if log.is_table(path) else None
+        partitions = _partitioning(path, current, tuple(partition_by))
+        df, schema = _conform(path, df, current, partitions, merge_schema=merge_schema)
+        if replace_where:
+            if mode != "overwrite":
+                raise DeltaTableError(path, "replace_where needs mode='overwrite'.")
+            F.check(replace_where, partitions,
+                    where=f"Delta table {path} (replace_where takes partition columns)")
+        if mode == "merge" and current is not None:
             version = self._merge(df, path, keys=tuple(merge_on), merge_schema=merge_schema,
                                   txn=txn, metadata=metadata, before_commit=before_commit)
         else:  # merging into a new table creates it
             version = self._write(df, path, mode="append" if mode == "merge" else mode,
-                                  partition_by=tuple(partition_by),
-                                  replace_where=tuple(replace_where),
-                                  merge_schema=merge_schema, txn=txn, metadata=metadata,
-                                  before_commit=before_commit)
+                                  current=current, schema=schema, partitions=partitions,
+                                  replace_where=tuple(replace_where), txn=txn,
+                                  metadata=metadata, before_commit=before_commit)
         return WriteResult(version=version)
 
     @abstractmethod
-    def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
-               partition_by: tuple[str, ...], replace_where: tuple[Filter, ...],
-               merge_schema: bool, txn: AppTransaction | None,
+    def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
+               schema: StructType, partitions: tuple[str, ...],
+               replace_where: tuple[Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
-        """Append or overwrite, and commit; return the new table version."""
+        """Append or overwrite ``df`` (already in the table's layout; ``schema`` is the
+        table's after the write), and commit; return the new table version."""
 
     @abstractmethod
     def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
@@ -212,3 +225,67 @@ def _check_merge_keys(path: str, df: DataFrame, keys: tuple[str, ...]) -> None:
         shown = "; ".join(", ".join(f"{k}={row[k]!r}" for k in keys) for row in bad)
         raise DeltaTableError(path, f"merge_on keys must be unique and not NULL in the rows "
                               f"written; these are not: {shown}. Deduplicate them first.")
+
+
+def _partitioning(path: str, current: Snapshot | None, asked: tuple[str, ...]) -> tuple[str, ...]:
+    if current is None:
+        return asked
+    if not asked or asked == current.partition_columns:
+        return current.partition_columns
+    raise SchemaMismatchError(
+        path, [f"partition_by {list(asked)} differs from the table's "
+               f"{list(current.partition_columns)}"],
+        "Leave partition_by out, or write to a new table.")
+
+
+def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Sequence[str],
+             *, merge_schema: bool) -> tuple[DataFrame, StructType]:
+    """Order ``df`` like the table, fill missing nullable columns, check types.
+
+    Returns the DataFrame to write and the schema the table will have after the write.
+    """
+    from pyspark.sql import functions as fn
+    from pyspark.sql.types import StructField, StructType
+
+    incoming = {f.name: f for f in df.schema.fields}
+    problems = [f"partition column '{c}' is not in the data" for c in partitions
+                if c not in incoming]
+    if current is None:
+        if problems:
+            raise SchemaMismatchError(path, problems, "Add the column or fix partition_by.")
+        return df, StructType([StructField(f.name, f.dataType, True) for f in df.schema.fields])
+
+    table_fields = spark_schema(current.schema_json).fields
+    if [(f.name, f.dataType) for f in df.schema.fields] == [
+            (f.name, f.dataType) for f in table_fields] and not problems:
+        return df, StructType(table_fields)  # already the table's layout: no projection
+    columns, fields = [], []
+    for field in table_fields:
+        given = incoming.get(field.name)
+        if given is None:
+            columns.append(fn.lit(None).cast(field.dataType).alias(field.name))
+        elif given.dataType != field.dataType:
+            problems.append(f"column '{field.name}' is {given.dataType.simpleString()} in the "
+                            f"data but {field.dataType.simpleString()} in the table")
+            continue
+        else:
+            columns.append(fn.col(f"`{field.name}`"))
+        fields.append(field)
+    new = [f for f in df.schema.fields if f.name not in {t.name for t in table_fields}]
+    if new and not merge_schema:
+        problems.append("new column(s) " + ", ".join(f"'{f.name}'" for f in new))
+    if problems:
+        raise SchemaMismatchError(
+            path, problems,
+            "Cast the data to the table's types; pass merge_schema=True to add new columns.")
+    for field in new:
+        columns.append(fn.col(f"`{field.name}`"))
+        fields.append(StructField(field.name, field.dataType, True))
+    return df.select(*columns), StructType(fields)
+
+
+def spark_schema(schema_json: str) -> StructType:
+    """A Delta schema (its JSON) as Spark's ``StructType``."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema_json))

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 from framework.delta import filters as F
 from framework.delta import log
 from framework.delta.embedded import read_data_files, session_conf
-from framework.delta.engine import DeltaEngine, WriteMode
+from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
 from framework.delta.log import AppTransaction, Snapshot
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 __all__ = ["NativeEngine", "native_available"]
 
@@ -45,12 +46,11 @@ class NativeEngine(DeltaEngine):
     def read(self, path: str, *, version: int | None = None,
              timestamp: datetime | str | None = None, filters: Sequence[F.Filter] = ()
              ) -> DataFrame:
-        reader = self.spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        if timestamp is not None:
-            reader = reader.option("timestampAsOf", str(timestamp))
-        df = reader.load(path)
+        # The log resolves the version as on the embedded path: the same errors for a
+        # missing table or version, and a timestamp means the commit's own (delta-spark
+        # would compare it with the log file's modification time).
+        snap = log.snapshot(path, version=version, timestamp=timestamp)
+        df = self.spark.read.format("delta").option("versionAsOf", snap.version).load(path)
         if filters:
             df = df.where(F.to_column(F.check(filters, df.columns, where=path)))
         return df
@@ -62,18 +62,18 @@ class NativeEngine(DeltaEngine):
     def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
         return read_data_files(self.spark, path, snap, files)
 
-    def _write(self, df: DataFrame, path: str, *, mode: WriteMode,
-               partition_by: tuple[str, ...], replace_where: tuple[F.Filter, ...],
-               merge_schema: bool, txn: AppTransaction | None,
+    def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
+               schema: StructType, partitions: tuple[str, ...],
+               replace_where: tuple[F.Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         before_commit()  # Delta writes and commits in one call
         writer = df.write.format("delta").mode(mode)
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
+        if partitions:
+            writer = writer.partitionBy(*partitions)
         if replace_where:
             writer = writer.option("replaceWhere", F.to_sql(replace_where))
-        if merge_schema:
-            writer = writer.option("mergeSchema", "true")
+        if current is not None and len(schema) > len(spark_schema(current.schema_json)):
+            writer = writer.option("mergeSchema", "true")  # the data adds columns
         if txn is not None:
             writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
         if metadata:
