@@ -70,7 +70,7 @@ def abort_run(settings: Settings, run_id: str) -> Run:
         raise RunNotFoundError(run_id)
     if run.status != "running":
         raise RunStateError(run.job, f"run {run_id} has already ended ({run.status}).")
-    with job_lease(settings.state_root, run.job, f"abort {run_id}"):
+    with job_lease(settings.state_root, run.job, f"abort {run_id}", take_over_from=run_id):
         if landed := landed_targets(run):
             raise RunStateError(
                 run.job, f"run {run_id} already committed to {', '.join(landed)}; the next "

@@ -40,7 +40,8 @@ class Settings:
     """Everything deltamark reads from configuration."""
 
     conf_dir: Path = Path("conf")
-    state_root: Path = Path("data/state")
+    #: a local path or an object-store URI (``s3://bucket/state``)
+    state_root: str = "data/state"
     delta: DeltaMode = "auto"
     spark: SparkSettings = field(default_factory=SparkSettings)
     #: database connections by name: url, user, password, driver, properties. Values may
@@ -111,7 +112,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
 
     state_root = raw.get("state_root", "data/state")
     if not isinstance(state_root, str) or not state_root:
-        problems.append("state_root: must be a non-empty path")
+        problems.append("state_root: must be a non-empty path or URI")
 
     spark_raw = raw.get("spark") or {}
     spark = SparkSettings()
@@ -141,7 +142,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
 
     if problems:
         raise ConfigError(source, problems)
-    return Settings(conf_dir=conf_dir, state_root=Path(state_root), delta=delta, spark=spark,
+    return Settings(conf_dir=conf_dir, state_root=state_root, delta=delta, spark=spark,
                     connections={str(k): dict(v) for k, v in connections.items()})
 
 

@@ -1,10 +1,17 @@
-"""One run of a job at a time: an exclusive OS file lock per job under the state root.
+"""One run of a job at a time: a lease per job under the state root.
 
-The lock (``<state_root>/_leases/<job>.lock``) is held for the whole run and names its
-holder (run id, pid, host, start time). The kernel releases it when the process ends,
-however it ends (SIGKILL included), so a dead run never blocks its job: the next run
-takes the lock and recovers what the dead one left. Works on local disks and on shared
-file systems that honour ``flock`` (NFSv4); not on object stores.
+The lease (``<state_root>/_leases/<job>.lock``) is held for the whole run and names its
+holder (run id, pid, host, start time).
+
+- On a local state root it is an exclusive OS file lock. The kernel releases it when the
+  process ends, however it ends (SIGKILL included), so a dead run never blocks its job: the
+  next run takes the lock and recovers what the dead one left. Shared file systems that
+  honour ``flock`` (NFSv4) work too.
+- On an object store it is an object created only if absent (``If-None-Match: *``), with
+  an expiry the holder pushes forward every third of ``LEASE_SECONDS`` by a write
+  conditional on the object's ETag. A dead run's lease expires and the next run takes it
+  over (again conditionally, so of two contenders one wins); ``deltamark runs abort``
+  takes over the lease of the run it aborts at once.
 """
 
 from __future__ import annotations
@@ -12,41 +19,84 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import socket
+import threading
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from framework import storage
 from framework.errors import ConcurrentRunError
 
-__all__ = ["job_lease", "lease_holder"]
+__all__ = ["LEASE_SECONDS", "job_lease", "lease_holder"]
 
+log = logging.getLogger("deltamark.lease")
 
-def _path(state_root: Path, job: str) -> Path:
-    return Path(state_root) / "_leases" / f"{job}.lock"
+#: how long an object-store lease outlives its holder's last heartbeat
+LEASE_SECONDS = 60
 
 
 @contextlib.contextmanager
-def job_lease(state_root: Path, job: str, run_id: str) -> Iterator[None]:
+def job_lease(state_root: str | os.PathLike[str], job: str, run_id: str, *,
+              take_over_from: str | None = None) -> Iterator[None]:
     """Hold ``job``'s lease for ``run_id`` while the block runs.
 
+    Args:
+        take_over_from: on an object store, take the lease even from this run while it
+            has not expired (an operator aborting that run).
+
     Raises:
-        ConcurrentRunError: another live process holds it; names that run.
+        ConcurrentRunError: another live run holds it; names that run.
     """
-    path = _path(state_root, job)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    root = os.fspath(state_root)
+    if storage.is_local(root):
+        with _file_lease(storage.join(storage.local_path(root), "_leases", f"{job}.lock"),
+                         job, run_id):
+            yield
+    else:
+        with _ObjectLease(root, job).held(run_id, take_over_from):
+            yield
+
+
+def lease_holder(state_root: str | os.PathLike[str], job: str) -> dict[str, Any] | None:
+    """Who holds ``job``'s lease now, or None when nobody does (or its lease expired)."""
+    root = os.fspath(state_root)
+    if not storage.is_local(root):
+        holder, _ = _ObjectLease(root, job).read()
+        return None if holder is None or _expired(holder) else holder
+    path = storage.join(storage.local_path(root), "_leases", f"{job}.lock")
+    if not os.path.exists(path):
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _parse(os.pread(fd, 4096, 0))
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _holder(run_id: str) -> dict[str, Any]:
+    return {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
+            "since": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+@contextlib.contextmanager
+def _file_lease(path: str, job: str, run_id: str) -> Iterator[None]:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConcurrentRunError(job, _read(fd)) from None
-        holder = {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
-                  "since": datetime.now(UTC).isoformat(timespec="seconds")}
+            raise ConcurrentRunError(job, _parse(os.pread(fd, 4096, 0))) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        os.pwrite(fd, json.dumps(_holder(run_id)).encode(), 0)
         try:
             yield
         finally:
@@ -56,25 +106,89 @@ def job_lease(state_root: Path, job: str, run_id: str) -> Iterator[None]:
         os.close(fd)
 
 
-def lease_holder(state_root: Path, job: str) -> dict[str, Any] | None:
-    """Who holds ``job``'s lease now, or None when nobody does."""
-    path = _path(state_root, job)
-    if not path.exists():
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
+class _ObjectLease:
+    """A job's lease object on an object store."""
+
+    def __init__(self, state_root: str, job: str):
+        self.job = job
+        self.store = storage.object_store(storage.join(state_root, "_leases"))
+        self.key = f"{job}.lock"
+
+    def read(self) -> tuple[dict[str, Any] | None, str | None]:
+        """The holder and the object's ETag, or (None, None) when there is no lease."""
+        import obstore
+        from obstore.exceptions import NotFoundError
+
         try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read(fd)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+            found = obstore.get(self.store, self.key)
+        except (NotFoundError, FileNotFoundError):
+            return None, None
+        return _parse(bytes(found.bytes())), found.meta["e_tag"]
+
+    @contextlib.contextmanager
+    def held(self, run_id: str, take_over_from: str | None) -> Iterator[None]:
+        import obstore
+        from obstore.exceptions import PreconditionError
+
+        holder = _holder(run_id)
+        tag = self._acquire(holder, take_over_from)
+        stop = threading.Event()
+
+        def heartbeat() -> None:
+            nonlocal tag
+            while not stop.wait(LEASE_SECONDS / 3):
+                try:
+                    tag = self._put(holder, {"e_tag": tag})
+                except PreconditionError:
+                    log.error("job %s: run %s lost its lease (it expired and another run took "
+                              "it over)", self.job, run_id)
+                    return
+                except Exception as exc:  # a network blip: the next beat tries again
+                    log.warning("job %s: lease heartbeat failed (%s)", self.job, exc)
+
+        beating = threading.Thread(target=heartbeat, name=f"lease {self.job}", daemon=True)
+        beating.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            beating.join()
+            with contextlib.suppress(Exception):  # an expired lease is released anyway
+                if self.read()[1] == tag:
+                    obstore.delete(self.store, self.key)
+
+    def _acquire(self, holder: dict[str, Any], take_over_from: str | None) -> str:
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            return self._put(holder, "create")
+        except AlreadyExistsError:
+            pass
+        current, tag = self.read()
+        if current is not None and not _expired(current) and \
+                current.get("run_id") != take_over_from:
+            raise ConcurrentRunError(self.job, current)
+        try:  # expired, or the operator's: take it over unless someone else just did
+            return self._put(holder, {"e_tag": tag} if tag else "create")
+        except (AlreadyExistsError, PreconditionError):
+            raise ConcurrentRunError(self.job, self.read()[0] or {}) from None
+
+    def _put(self, holder: dict[str, Any], mode: Any) -> str:
+        import obstore
+
+        expires = datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
+        body = json.dumps({**holder, "expires": expires.isoformat(timespec="seconds")})
+        return obstore.put(self.store, self.key, body.encode(), mode=mode)["e_tag"]
 
 
-def _read(fd: int) -> dict[str, Any]:
-    raw = os.pread(fd, 4096, 0)
+def _expired(holder: dict[str, Any]) -> bool:
+    try:
+        return datetime.fromisoformat(holder["expires"]) < datetime.now(UTC)
+    except (KeyError, TypeError, ValueError):
+        return True  # no readable expiry: not a lease anyone can be holding
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
     try:
         return json.loads(raw) if raw else {}
     except json.JSONDecodeError:

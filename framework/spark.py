@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from framework import jars, local_jvm
+from framework import jars, local_jvm, storage
 from framework.config import Settings
 from framework.errors import SparkStartError
 
@@ -95,9 +95,10 @@ def spark_session(
 
 def session_conf(settings: Settings, *, master: str,
                  conf: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The Spark conf deltamark starts a session with: defaults, then ``settings``, then
-    ``conf``, plus the set-up's jars and, for a JVM of its own, the local extras."""
-    merged = {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}
+    """The Spark conf deltamark starts a session with: defaults and the object-store conf
+    (``storage.spark_conf``), then ``settings``, then ``conf``, plus the set-up's jars and,
+    for a JVM of its own, the local extras."""
+    merged = {**DEFAULT_CONF, **storage.spark_conf(), **settings.spark.conf, **(conf or {})}
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
     if not _names_delta_jar(merged.get("spark.jars", "")) and (installed := jars.class_path()):

@@ -1,23 +1,108 @@
-"""Where files live: a local directory or an object store, seen through pyarrow.fs."""
+"""Where files live: local paths and object-store URIs (``s3://``, ``s3a://``), in one module.
+
+Every other module addresses storage through these functions, never with ``Path(uri)``
+(which folds ``s3://`` into ``s3:/``). Object-store configuration is what an AWS user
+already has: the standard environment variables (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
+``AWS_PROFILE``) and files, read by delta-rs, pyarrow, obstore and Spark's S3A themselves.
+Only what those libraries cannot derive (an ``http://`` endpoint, S3A's endpoint and path
+style) is set here; credentials never pass through deltamark.
+"""
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import pyarrow.fs as pafs
 
-__all__ = ["filesystem"]
+__all__ = ["delta_options", "filesystem", "is_local", "join", "local_path", "object_store",
+           "read_bytes", "spark_conf"]
+
+S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def is_local(uri: str | os.PathLike[str]) -> bool:
+    """Whether ``uri`` is a local path (plain, or ``file:``)."""
+    text = os.fspath(uri)
+    return "://" not in text or text.startswith("file:")
+
+
+def local_path(uri: str | os.PathLike[str]) -> str:
+    """The absolute local path of a local ``uri``."""
+    text = os.fspath(uri)
+    return os.path.abspath(text.removeprefix("file://") if text.startswith("file://")
+                           else text.removeprefix("file:"))
+
+
+def join(root: str | os.PathLike[str], *parts: str) -> str:
+    """``root``/``parts``: a local path joined as the OS does, a URI with ``/``."""
+    text = os.fspath(root)
+    if is_local(text):
+        return os.path.join(text, *parts)
+    return "/".join([text.rstrip("/"), *(p.strip("/") for p in parts)])
 
 
 def filesystem(root: str) -> tuple[pafs.FileSystem, str, Callable[[str], str]]:
     """The filesystem holding ``root``, ``root``'s path on it, and a function turning a
     path on it back into a URI Spark reads (``s3a://...`` stays ``s3a``)."""
-    if "://" not in root or root.startswith("file://"):
-        local = os.path.abspath(root.removeprefix("file://"))
-        return pafs.LocalFileSystem(), local, lambda p: p
-    scheme = root.split("://", 1)[0]
+    if is_local(root):
+        return pafs.LocalFileSystem(), local_path(root), lambda p: p
+    scheme, rest = root.split("://", 1)
     # Spark's Hadoop names for S3; pyarrow knows the store as s3.
-    found, base = pafs.FileSystem.from_uri(
-        "s3://" + root.split("://", 1)[1] if scheme in ("s3a", "s3n") else root)
-    return found, base, lambda p: f"{scheme}://{p}"
+    found = _bucket_filesystem("s3" if scheme in S3_SCHEMES else scheme, rest.split("/", 1)[0])
+    return found, rest.rstrip("/"), lambda p: f"{scheme}://{p}"
+
+
+@functools.lru_cache(maxsize=64)
+def _bucket_filesystem(scheme: str, bucket: str) -> pafs.FileSystem:
+    """One filesystem per bucket (making one resolves the bucket's region: a request)."""
+    return pafs.FileSystem.from_uri(f"{scheme}://{bucket}")[0]
+
+
+def read_bytes(uri: str) -> bytes | None:
+    """The whole content of the file at ``uri``, or None when there is none."""
+    fs, path, _ = filesystem(uri)
+    try:
+        with fs.open_input_stream(path) as stream:
+            return stream.read()
+    except FileNotFoundError:
+        return None
+
+
+def object_store(uri: str) -> Any:
+    """An obstore store rooted at ``uri``, for what needs put-if-absent (the job lease)."""
+    from obstore.store import from_url
+
+    http = _endpoint(os.environ).startswith("http://")
+    return from_url(uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1),
+                    client_options={"allow_http": True} if http else None)
+
+
+def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """delta-rs ``storage_options`` for the table at ``uri`` (the rest comes from the
+    environment, which delta-rs reads itself)."""
+    if is_local(uri) or not _endpoint(environ).startswith("http://"):
+        return {}
+    return {"AWS_ALLOW_HTTP": "true"}
+
+
+def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Spark conf for object stores: ``s3://`` served by S3A, and S3A pointed at
+    ``AWS_ENDPOINT_URL`` and ``AWS_REGION`` when they are set. Credentials stay in the
+    environment, where S3A's default providers find them."""
+    conf = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
+    if endpoint := _endpoint(environ):
+        conf |= {"spark.hadoop.fs.s3a.endpoint": endpoint,
+                 "spark.hadoop.fs.s3a.path.style.access": "true",
+                 "spark.hadoop.fs.s3a.connection.ssl.enabled":
+                     str(endpoint.startswith("https://")).lower()}
+    if region := environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"):
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return conf
+
+
+def _endpoint(environ: Mapping[str, str]) -> str:
+    return environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL") or ""

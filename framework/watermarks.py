@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from framework import storage
 from framework.config import load_settings
 from framework.delta import log
 from framework.errors import DeltamarkError
@@ -57,8 +58,8 @@ class Watermarks:
             raise DeltamarkError(f"watermark table '{table_name}': use letters, digits, "
                                  "'_', '.' or '-' (as DynamoDB table names).")
         self.table_name = table_name
-        root = Path(state_root) if state_root is not None else load_settings().state_root
-        self.path = str(root / table_name)
+        root = state_root if state_root is not None else load_settings().state_root
+        self.path = storage.join(root, table_name)
 
     def create_watermark_item(self, *, job_id: str, run_id: str, **watermarks: Any
                               ) -> dict[str, Any]:

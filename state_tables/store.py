@@ -8,12 +8,12 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from framework import storage
 from framework.delta import log
 from framework.errors import StateHistoryError, VersionNotFoundError
 from state_tables.model import (
@@ -54,10 +54,10 @@ class StateStore:
     """
 
     def __init__(self, root: str | os.PathLike[str]):
-        self.root = Path(root)
+        self.root = os.fspath(root)
 
     def path(self, table: StateTable) -> str:
-        return str(self.root / table.name)
+        return storage.join(self.root, table.name)
 
     # --- writes ---------------------------------------------------------------------
 

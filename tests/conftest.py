@@ -2,13 +2,47 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from framework.config import Settings, SparkSettings
 
 
 @pytest.fixture(scope="session")
-def spark():
+def s3_server():
+    """moto's S3 server for the whole session (or why there is none), named by the AWS
+    environment variables before the Spark JVM starts: the JVM takes its environment then."""
+    from s3 import S3Server
+
+    try:
+        server = S3Server()
+    except OSError as exc:
+        yield str(exc)
+        return
+    saved = {key: os.environ.get(key) for key in server.environment}
+    os.environ.update(server.environment)
+    yield server
+    server.stop()
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture
+def bucket(s3_server) -> str:
+    """A new, empty bucket on the test S3 server: its ``s3://`` URI."""
+    if isinstance(s3_server, str):
+        from databases import unavailable
+
+        unavailable(s3_server)
+    return s3_server.bucket()
+
+
+@pytest.fixture(scope="session")
+def spark(s3_server):
     from databases import available_jars
 
     from framework.spark import spark_session

@@ -1,4 +1,3 @@
-from pathlib import Path
 
 import pytest
 
@@ -10,7 +9,7 @@ def test_defaults_without_a_conf_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("DELTAMARK_STATE_ROOT", raising=False)
     settings = load_settings(conf_dir=tmp_path)
     assert settings.delta == "auto"
-    assert settings.state_root == Path("data/state")
+    assert settings.state_root == "data/state"
     assert settings.spark.master == "local[*]"
 
 
@@ -23,8 +22,8 @@ def test_local_file_and_environment_override(tmp_path, monkeypatch):
     assert settings.delta == "embedded"
     assert settings.spark.master == "local[2]"
     assert settings.spark.conf == {"a.b": "2", "c.d": "true"}
-    assert settings.state_root == Path("/tmp/elsewhere")
-    assert load_settings(conf_dir=tmp_path, state_root="x").state_root == Path("x")
+    assert settings.state_root == "/tmp/elsewhere"
+    assert load_settings(conf_dir=tmp_path, state_root="x").state_root == "x"
 
 
 def test_every_problem_is_reported_at_once_naming_the_file(tmp_path):

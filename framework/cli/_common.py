@@ -20,7 +20,7 @@ from state_tables.store import StateStore
 @dataclass(frozen=True)
 class CliOptions:
     conf_dir: Path | None
-    state_root: Path | None
+    state_root: str | None
     debug: bool
 
     def settings(self) -> Settings:

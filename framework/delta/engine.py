@@ -115,6 +115,7 @@ class DeltaEngine(ABC):
         if merge_on:
             _check_merge_keys(path, df, tuple(merge_on))
         # One set of schema rules and messages for both paths.
+        df = _without_char_lengths(df)
         current = log.snapshot(path) if log.is_table(path) else None
         partitions = _partitioning(path, current, tuple(partition_by))
         df, schema = _conform(path, df, current, partitions, merge_schema=merge_schema)
@@ -225,6 +226,25 @@ def _check_merge_keys(path: str, df: DataFrame, keys: tuple[str, ...]) -> None:
         shown = "; ".join(", ".join(f"{k}={row[k]!r}" for k in keys) for row in bad)
         raise DeltaTableError(path, f"merge_on keys must be unique and not NULL in the rows "
                               f"written; these are not: {shown}. Deduplicate them first.")
+
+
+# Spark marks columns read as CHAR(n)/VARCHAR(n) (JDBC) with their length, and delta-spark
+# makes that length a constraint of the table (0 where a driver reports none, as SQLite's).
+_CHAR_VARCHAR = "__CHAR_VARCHAR_TYPE_STRING"
+
+
+def _without_char_lengths(df: DataFrame) -> DataFrame:
+    """``df`` with CHAR/VARCHAR columns as plain strings: a source's declared lengths are
+    not constraints of the target."""
+    from pyspark.sql import functions as fn
+
+    if not any(_CHAR_VARCHAR in f.metadata for f in df.schema.fields):
+        return df
+    return df.select(*[
+        fn.col(f"`{f.name}`").alias(f.name, metadata={
+            k: v for k, v in f.metadata.items() if k != _CHAR_VARCHAR})
+        if _CHAR_VARCHAR in f.metadata else fn.col(f"`{f.name}`")
+        for f in df.schema.fields])
 
 
 def _partitioning(path: str, current: Snapshot | None, asked: tuple[str, ...]) -> tuple[str, ...]:

@@ -35,7 +35,7 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from framework import errors
+from framework import errors, storage
 
 __all__ = [
     "AppTransaction",
@@ -82,7 +82,7 @@ class AppTransaction:
 class DataFile:
     """One live data file of a snapshot, with what the log says about it."""
 
-    path: str  # absolute local path
+    path: str  # absolute local path or URI
     size: int
     partition_values: Mapping[str, Any]
     num_records: int | None
@@ -151,9 +151,10 @@ class VersionChange:
 
 def is_table(path: str | os.PathLike[str]) -> bool:
     path = str(path)
-    if path in _LATEST and os.path.isdir(os.path.join(path, "_delta_log")):
+    if path in _LATEST and storage.is_local(path) and \
+            os.path.isdir(os.path.join(path, "_delta_log")):
         return True  # a local table already open: ~2 ms saved on every state read/commit
-    return DeltaTable.is_deltatable(path)
+    return DeltaTable.is_deltatable(path, storage_options=storage.delta_options(path))
 
 
 # Latest-version handles, brought up to date on each use: catching up on a few new
@@ -172,7 +173,7 @@ def _open(path: str, version: int | None = None) -> DeltaTable:
         except DeltaError:
             del _LATEST[path]  # the log changed under us (e.g. cleaned up): open afresh
     try:
-        table = DeltaTable(path, version=version)
+        table = DeltaTable(path, version=version, storage_options=storage.delta_options(path))
     except (TableNotFoundError, DeltaError) as exc:
         if not is_table(path):
             raise errors.TableNotFoundError(path) from exc
@@ -185,15 +186,15 @@ def _open(path: str, version: int | None = None) -> DeltaTable:
 
 
 def _log_entry(path: str, version: int) -> str:
-    """The file of a local table's commit ``version``."""
-    return os.path.join(path, "_delta_log", f"{version:020d}.json")
+    """The file (or object) of the table's commit ``version``."""
+    return storage.join(path, "_delta_log", f"{version:020d}.json")
 
 
 def _has_newer_commit(path: str, version: int) -> bool:
     """Whether the table moved past ``version``. For a local table a few stats answer, where
     delta-rs's update lists the whole log (~5 ms for a state table): the next commit file
     exists, or log cleanup removed ``version``'s, or a later checkpoint was written."""
-    if "://" in path:
+    if not storage.is_local(path):
         return True
     if os.path.exists(_log_entry(path, version + 1)) or \
             not os.path.exists(_log_entry(path, version)):
@@ -240,7 +241,7 @@ def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]):
         return
     for row in actions.to_pylist():
         yield DataFile(
-            path=os.path.join(path, unquote(row["path"])),
+            path=storage.join(path, unquote(row["path"])),
             size=row["size_bytes"],
             partition_values={c: row.get(f"partition.{c}") for c in partition_columns},
             num_records=row.get("num_records"),
@@ -262,14 +263,13 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
     """
     found = []
     for version in range(after + 1, to + 1):
-        try:
-            with open(_log_entry(path, version)) as lines:
-                actions = [json.loads(line) for line in lines if line.strip()]
-        except FileNotFoundError as exc:
+        entry = storage.read_bytes(_log_entry(path, version))
+        if entry is None:
             raise errors.VersionNotFoundError(
-                path, f"version {version}", "its log entry is gone (log retention)") from exc
+                path, f"version {version}", "its log entry is gone (log retention)")
+        actions = [json.loads(line) for line in entry.splitlines() if line.strip()]
         info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        added = tuple(os.path.join(path, unquote(a["add"]["path"])) for a in actions
+        added = tuple(storage.join(path, unquote(a["add"]["path"])) for a in actions
                       if "add" in a and a["add"].get("dataChange", True))
         rewrote = any("remove" in a and a["remove"].get("dataChange", True) for a in actions)
         found.append(VersionChange(version, info.get("operation", ""), added, rewrote))
@@ -349,7 +349,7 @@ def _version_of(path: str, write_id: str, *, after: int) -> int:
     right before or after it); only the commits since ``after`` are read, for a local
     table straight from its log entries."""
     version = after + 1
-    while "://" not in path and os.path.exists(entry := _log_entry(path, version)):
+    while storage.is_local(path) and os.path.exists(entry := _log_entry(path, version)):
         with open(entry, encoding="utf-8") as commit:
             if write_id in commit.read():
                 return version
@@ -394,6 +394,7 @@ def commit_files(
         if not is_table(path):
             create_table_with_add_actions(path, schema, adds, mode="error",
                                           partition_by=list(partition_by) or None,
+                                          storage_options=storage.delta_options(path),
                                           commit_properties=properties)
         else:
             filters = [(c, op, _filter_value(v)) for c, op, v in replace_where or ()] or None
@@ -459,7 +460,7 @@ def delete_all(path: str, *, user_metadata: Mapping[str, Any]) -> int:
 
 def add_columns(path: str, schema_json: str) -> None:
     """Add the new (nullable) top-level columns of ``schema_json`` to the table schema."""
-    table = DeltaTable(path)
+    table = _open(path)
     existing = {f.name for f in table.schema().fields}
     new = [f for f in Schema.from_json(schema_json).fields if f.name not in existing]
     if new:
@@ -485,7 +486,7 @@ def append_rows(path: str, rows: pa.Table, *, compact_every: int | None = None,
     its history.
     """
     if not is_table(path):
-        write_deltalake(path, rows, mode="append",
+        write_deltalake(path, rows, mode="append", storage_options=storage.delta_options(path),
                         commit_properties=_commit_properties(txn, user_metadata))
         return 0
     table = _open(path)
@@ -530,7 +531,8 @@ def _read_file(uri: str, schema: pa.Schema) -> pa.Table:
     Cached: a data file never changes once written, and a state table is read again and
     again while most of its files stay (a run reads the runs table three times).
     """
-    file = pq.ParquetFile(uri)
+    fs, local, _ = storage.filesystem(uri)
+    file = pq.ParquetFile(local, filesystem=fs)
     present = [name for name in schema.names if name in file.schema_arrow.names]
     rows = file.read(columns=present)
     columns = [rows[f.name].cast(f.type) if f.name in present else pa.nulls(len(rows), f.type)
@@ -614,7 +616,7 @@ def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> 
     builder = QueryBuilder()
     for name, path in tables.items():
         if is_table(path):
-            builder.register(name, DeltaTable(path))
+            builder.register(name, _open(path))
     try:
         for statement in setup:
             builder.execute(statement).read_all()
