@@ -55,25 +55,38 @@ def spark(s3_server):
     session.stop()
 
 
-@pytest.fixture(params=["embedded", "native"])
-def engine(request, spark):
-    """Each contract test runs on both Delta paths; native needs Delta's jars."""
-    from framework.delta import delta_engine, native_available
+@pytest.fixture
+def engine(delta_path, spark):
+    """The Delta engine of ``delta_path``: contract tests run on both paths."""
+    from framework.delta import delta_engine
 
-    if request.param == "native" and not native_available(spark):
-        from databases import unavailable
+    return delta_engine(spark, delta_path)
 
-        unavailable("native Delta path: Delta's jars are not on this Spark session "
-                    "(bash .ci/setup.sh resolves them with mvn)")
-    return delta_engine(spark, request.param)
+
+@pytest.fixture(params=["native", "embedded"])
+def delta_path(request, spark) -> str:
+    """Run the test on each Delta path: a test (or module) that uses this fixture gets a
+    ``ws`` whose conf says ``delta: native`` or ``delta: embedded``."""
+    if request.param == "native":
+        from framework.delta import native_available
+
+        if not native_available(spark):
+            from databases import unavailable
+
+            unavailable("native Delta path: Delta's jars are not on this Spark session "
+                        "(bash .ci/setup.sh resolves them with mvn)")
+    return request.param
 
 
 @pytest.fixture
-def ws(tmp_path, spark):
-    """A project in tmp_path whose jobs run on the session's Spark."""
+def ws(tmp_path, spark, request):
+    """A project in tmp_path whose jobs run on the session's Spark (on the Delta path of
+    ``delta_path`` when the test uses it, else ``auto``)."""
     from workspace import Workspace
 
-    return Workspace(tmp_path, spark)
+    delta = request.getfixturevalue("delta_path") if "delta_path" in request.fixturenames \
+        else "auto"
+    return Workspace(tmp_path, spark, delta=delta)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ CONF = str(Path(__file__).parents[1] / "conf")
 
 
 @pytest.fixture
-def source(ws):
+def source(ws, delta_path):
     """An upstream Delta table, written by someone else (delta-rs), and a copy job on it."""
     path = str(ws.root / "upstream")
     ws.declare(cls="DeltaCopy", source=path)

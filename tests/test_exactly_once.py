@@ -65,7 +65,7 @@ def copy_job(ws):
     return ws
 
 
-def test_a_crash_at_every_step_of_the_protocol_then_recovery(copy_job):
+def test_a_crash_at_every_step_of_the_protocol_then_recovery(copy_job, delta_path):
     ws = copy_job
     for step in STEPS:
         ws.land(rows=2)

@@ -48,7 +48,7 @@ def test_rewind_resumes_from_that_run_and_is_recorded(ws, three_runs):
                       ("rewind", 3, True), ("commit", 4, True)]
 
 
-def test_rewind_with_restore_targets_keeps_the_target_exactly_once(ws, three_runs):
+def test_rewind_with_restore_targets_keeps_the_target_exactly_once(ws, three_runs, delta_path):
     done = admin.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
     [restored] = done.restored
     assert (restored.target, restored.to_version) == (ws.target, 0)
@@ -58,7 +58,7 @@ def test_rewind_with_restore_targets_keeps_the_target_exactly_once(ws, three_run
     assert ids_in_target(ws) == [100, 101, 200, 201, 300, 301, 400, 401]
 
 
-def test_restore_refuses_when_another_writer_committed(ws, three_runs):
+def test_restore_refuses_when_another_writer_committed(ws, three_runs, delta_path):
     engine = delta_engine(ws.spark, "embedded")
     foreign = ws.spark.createDataFrame([(999, "by hand")], "id BIGINT, source_file STRING")
     engine.write(foreign, ws.target, merge_schema=True)

@@ -17,11 +17,12 @@ SUPPORT = Path(__file__).with_name("support_jobs.py")
 
 
 class Workspace:
-    def __init__(self, root: Path, spark):
-        self.root, self.spark = root, spark
+    def __init__(self, root: Path, spark, *, delta: str = "auto"):
+        self.root, self.spark, self.delta = root, spark, delta
         self.conf = root / "conf"
         (self.conf / "jobs").mkdir(parents=True)
-        (self.conf / "deltamark.yaml").write_text(f"state_root: {root / 'state'}\n")
+        (self.conf / "deltamark.yaml").write_text(
+            yaml.safe_dump({"state_root": str(root / "state"), "delta": delta}))
         self.landing = root / "landing"
         self.landing.mkdir()
         self.target = str(root / "lake" / "target")
@@ -38,7 +39,8 @@ class Workspace:
         from databases import available_jars
 
         (self.conf / "deltamark.yaml").write_text(yaml.safe_dump(
-            {"state_root": str(self.root / "state"), "connections": {name: connection},
+            {"state_root": str(self.root / "state"), "delta": self.delta,
+             "connections": {name: connection},
              "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
         self.settings = load_settings(conf_dir=self.conf)
         return name
