@@ -18,8 +18,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-__all__ = ["delta_options", "filesystem", "is_local", "join", "local_path", "object_store",
-           "read_bytes", "spark_conf"]
+__all__ = ["delta_options", "exists", "filesystem", "is_local", "join", "local_path",
+           "object_store", "read_bytes", "spark_conf"]
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -60,6 +60,12 @@ def filesystem(root: str) -> tuple[pafs.FileSystem, str, Callable[[str], str]]:
 def _bucket_filesystem(scheme: str, bucket: str) -> pafs.FileSystem:
     """One filesystem per bucket (making one resolves the bucket's region: a request)."""
     return pafs.FileSystem.from_uri(f"{scheme}://{bucket}")[0]
+
+
+def exists(uri: str) -> bool:
+    """Whether there is a file (or directory) at ``uri``."""
+    fs, path, _ = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
 def read_bytes(uri: str) -> bytes | None:

@@ -18,7 +18,6 @@ from pyspark.sql import functions as F
 
 from framework.delta import AppTransaction, InvalidFilterError, delta_engine
 from framework.errors import (
-    DeltaEngineUnavailableError,
     DeltaTableError,
     SchemaMismatchError,
     TableNotFoundError,
@@ -273,11 +272,6 @@ def test_native_without_jars_is_a_one_line_error():
     assert "AUTO embedded" in done.stdout, done.stderr[-2000:]
     [message] = [line for line in done.stdout.splitlines() if line.startswith("ERROR")]
     assert "spark.jars" in message and "embedded" in message
-
-
-def test_embedded_writes_local_tables_only(spark):
-    with pytest.raises(DeltaEngineUnavailableError, match="local tables only"):
-        delta_engine(spark, "embedded").read("s3://bucket/table")
 
 
 def test_merge_upserts_on_its_keys_in_one_commit_and_replays_are_skipped(engine, spark, tmp_path):

@@ -36,8 +36,6 @@ def land(landing: str, batch: int, rows: int = 3) -> None:
 
 @pytest.mark.parametrize("delta", ["native", "embedded"])
 def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, delta):
-    if delta == "embedded":
-        pytest.xfail("the embedded path writes local tables only (issue 17, next step)")
     state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
     (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump(
         {"state_root": state, "delta": delta}))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
 from framework.delta.filters import Filter
@@ -180,7 +180,7 @@ class DeltaEngine(ABC):
             # The files alone do not give the rows; only the Change Data Feed would.
             raise UnsupportedTableFeatureError(path, unsupported)
         files = [f for c in changes for f in c.added]
-        if gone := [f for f in files if not os.path.exists(f)]:
+        if gone := [f for f in files if not storage.exists(f)]:
             raise ChangesUnavailableError(path, _GONE.format(
                 after=after, detail=f"{len(gone)} data files removed, e.g. {gone[0]} (VACUUM)"))
         return self._read_added_files(path, snap, files)
