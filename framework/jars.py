@@ -89,7 +89,10 @@ def _marker() -> str:
     return f".resolved-{hashlib.sha256(POM.read_bytes()).hexdigest()[:12]}"
 
 
-if __name__ == "__main__":  # the set-up: python -m framework.jars
+if __name__ == "__main__":  # the set-up: python -m framework.jars [--class-path]
+    if sys.argv[1:] == ["--class-path"]:  # for spark-submit --driver-class-path
+        print(class_path())
+        sys.exit(0 if installed() else 1)
     try:
         found = resolve()
         size = sum(jar.stat().st_size for jar in found) / 2**20
