@@ -19,6 +19,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 TARGET = 0.5
@@ -26,13 +27,18 @@ NEW_FILES = 100
 ROUNDS = 3
 
 
-def _land(landing: Path, start: int, count: int, *, age_s: float) -> None:
+def order(i: int) -> str:
+    return json.dumps({"order_id": f"o{i}", "customer_id": f"c{i % 97}", "country": "PT",
+                       "amount": i % 500 / 10, "ordered_at": "2026-11-20T10:00:00"}) + "\n"
+
+
+def land_local(landing: str, start: int, count: int, *, age_s: float) -> None:
+    os.makedirs(landing, exist_ok=True)
     stamp = time.time() - age_s
     for i in range(start, start + count):
-        path = landing / f"orders-{i:07}.json"
-        path.write_text(json.dumps({
-            "order_id": f"o{i}", "customer_id": f"c{i % 97}", "country": "PT",
-            "amount": i % 500 / 10, "ordered_at": "2026-11-20T10:00:00"}) + "\n")
+        path = f"{landing}/orders-{i:07}.json"
+        with open(path, "w") as out:
+            out.write(order(i))
         os.utime(path, (stamp, stamp))
 
 
@@ -42,24 +48,25 @@ def _timed(action) -> float:
     return time.perf_counter() - started
 
 
-def scenario(spark, scratch: Path, processed: int) -> dict[str, float]:
+def scenario(spark, conf: Path, root: str, processed: int,
+             land: Callable[..., None] = land_local) -> dict[str, float]:
+    """Both sides over ``root/landing`` (a local path or URI), state and targets under
+    ``root``, deltamark's conf in ``conf``; ``land(landing, start, count, age_s=...)``."""
     from pyspark.sql import functions as F
 
     from framework import load_settings, run_job
     from framework.delta import AppTransaction, delta_engine
     from jobs.orders_ingest import ORDER_SCHEMA
 
-    root = scratch / f"n{processed}"
-    landing, conf = root / "landing", root / "conf"
-    landing.mkdir(parents=True)
+    landing = f"{root}/landing"
     (conf / "jobs").mkdir(parents=True)
-    (conf / "deltamark.yaml").write_text(f"state_root: {root / 'state'}\ndelta: embedded\n")
+    (conf / "deltamark.yaml").write_text(f"state_root: {root}/state\ndelta: embedded\n")
     (conf / "jobs" / "ingest.yaml").write_text(json.dumps({
         "class": "jobs.orders_ingest:OrdersIngest",
-        "params": {"landing": str(landing), "target": str(root / "dm_target")}}))
+        "params": {"landing": landing, "target": f"{root}/dm_target"}}))
     settings = load_settings(conf_dir=conf)
     engine = delta_engine(spark, "embedded")
-    ss_target, checkpoint = str(root / "ss_target"), str(root / "ss_checkpoint")
+    ss_target, checkpoint = f"{root}/ss_target", f"{root}/ss_checkpoint"
     ss_rows: list[int] = []
 
     def write_batch(df, batch_id: int) -> None:
@@ -71,7 +78,7 @@ def scenario(spark, scratch: Path, processed: int) -> dict[str, float]:
         return run_job(settings, "ingest", spark=spark).inputs["orders_src"]["files"]
 
     def structured_streaming() -> None:
-        stream = (spark.readStream.format("json").schema(ORDER_SCHEMA).load(str(landing))
+        stream = (spark.readStream.format("json").schema(ORDER_SCHEMA).load(landing)
                   .withColumn("source_file", F.col("_metadata.file_path"))
                   .withColumn("order_date", F.to_date("ordered_at")))
         query = (stream.writeStream.foreachBatch(write_batch)
@@ -79,13 +86,13 @@ def scenario(spark, scratch: Path, processed: int) -> dict[str, float]:
                  .trigger(availableNow=True).start())
         query.awaitTermination()
 
-    _land(landing, 0, processed, age_s=3600)
+    land(landing, 0, processed, age_s=3600)
     first = {"deltamark": _timed(deltamark), "structured streaming": _timed(
         structured_streaming)}
     samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": []}
     dm_files: list[int] = []
     for round_ in range(ROUNDS):
-        _land(landing, processed + round_ * NEW_FILES, NEW_FILES, age_s=0)
+        land(landing, processed + round_ * NEW_FILES, NEW_FILES, age_s=0)
         samples["deltamark"].append(_timed(lambda: dm_files.append(deltamark())))
         samples["structured streaming"].append(_timed(structured_streaming))
         assert dm_files[-1] == NEW_FILES and ss_rows[-1] == NEW_FILES, (dm_files, ss_rows)
@@ -105,11 +112,17 @@ def main() -> None:
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-files-"))
     try:
-        results = {n: scenario(spark, scratch, n) for n in sizes}
+        results = {n: scenario(spark, scratch / f"conf{n}", str(scratch / f"n{n}"), n)
+                   for n in sizes}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    print(f"\nbench_incremental_files: {NEW_FILES} new JSON files beside N processed ones, "
+    report("bench_incremental_files", results)
+
+
+def report(name: str, results: dict[int, dict[str, float]]) -> None:
+    """Print each size's medians, ratio and verdict, and how each side grows."""
+    print(f"\n{name}: {NEW_FILES} new JSON files beside N processed ones, "
           f"{os.cpu_count()} cores, median of {ROUNDS} incremental runs, warm JVM")
     print(f"{'processed N':>12}{'structured streaming':>22}{'deltamark':>11}{'ratio':>8}  "
           f"target   (first run over N: ss / deltamark)")

@@ -1,11 +1,13 @@
 """Read a job's current bookmarks and commit one run's state rows, with 10,000 earlier runs
-of that job in the state tables, beside the same pair on empty tables.
-Target: median <= 50 ms for the pair with history.
+of that job in the state tables, beside the same pair on empty tables; then the same with
+the state root on S3 (moto's server on 127.0.0.1, started here).
+Targets: median <= 50 ms for the pair with history on a local disk, <= 250 ms on S3.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import statistics
 import tempfile
@@ -22,6 +24,7 @@ HISTORY = 10_000
 SAMPLES = 60
 CONTEXTS = ("orders_src", "customers_src")
 TARGET_MS = 50.0
+TARGET_S3_MS = 250.0
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
@@ -60,30 +63,47 @@ def _measure(store: StateStore, first_seq: int) -> list[float]:
     return took
 
 
+def _pair(root: str) -> tuple[list[float], list[float]]:
+    """The pair's times on empty tables and with the history, under ``root``."""
+    empty = StateStore(f"{root}/empty")
+    empty.record_run(_run(0), _marks(0))
+    baseline = _measure(empty, 1)
+    loaded = StateStore(f"{root}/loaded")
+    _seed(loaded)
+    with_history = _measure(loaded, HISTORY + 1)
+    assert loaded.bookmarks("orders")[0].run_seq == HISTORY + SAMPLES
+    return baseline, with_history
+
+
 def main() -> None:
+    from tests.s3 import S3Server
+
     root = tempfile.mkdtemp(prefix="deltamark-state-bench-")
     try:
-        empty = StateStore(f"{root}/empty")
-        empty.record_run(_run(0), _marks(0))
-        baseline = _measure(empty, 1)
-        loaded = StateStore(f"{root}/loaded")
-        _seed(loaded)
-        with_history = _measure(loaded, HISTORY + 1)
-        assert loaded.bookmarks("orders")[0].run_seq == HISTORY + SAMPLES
+        local = _pair(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    server = S3Server()
+    os.environ.update(server.environment)
+    try:
+        on_s3 = _pair(f"{server.bucket()}/state")
+    finally:
+        server.stop()
 
     def p95(values: list[float]) -> float:
         return statistics.quantiles(values, n=20)[-1]
 
-    med_base, med_hist = statistics.median(baseline), statistics.median(with_history)
-    verdict = "ok" if med_hist <= TARGET_MS else "MISSED"
     print(f"\nbench_state_store: read current bookmarks + commit one run ({len(CONTEXTS)} "
           f"contexts), {SAMPLES} samples")
-    print(f"{'tables':<24}{'median':>10}{'p95':>10}")
-    print(f"{'empty (baseline)':<24}{med_base:>8.1f}ms{p95(baseline):>8.1f}ms")
-    print(f"{f'{HISTORY:,} earlier runs':<24}{med_hist:>8.1f}ms{p95(with_history):>8.1f}ms")
-    print(f"ratio {med_hist / med_base:.2f}; target median <= {TARGET_MS:.0f} ms {verdict}")
+    print(f"{'state root':<12}{'tables':<22}{'median':>10}{'p95':>10}  target")
+    for where, (baseline, with_history), target in (("local disk", local, TARGET_MS),
+                                                     ("s3 (moto)", on_s3, TARGET_S3_MS)):
+        med_base, med_hist = statistics.median(baseline), statistics.median(with_history)
+        verdict = "ok" if med_hist <= target else "MISSED"
+        print(f"{where:<12}{'empty (baseline)':<22}{med_base:>8.1f}ms{p95(baseline):>8.1f}ms")
+        print(f"{where:<12}{f'{HISTORY:,} earlier runs':<22}{med_hist:>8.1f}ms"
+              f"{p95(with_history):>8.1f}ms  ratio {med_hist / med_base:.2f}; median <= "
+              f"{target:.0f} ms {verdict}")
 
 
 if __name__ == "__main__":
