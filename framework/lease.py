@@ -11,7 +11,8 @@ holder (run id, pid, host, start time).
   an expiry the holder pushes forward every third of ``LEASE_SECONDS`` by a write
   conditional on the object's ETag. A dead run's lease expires and the next run takes it
   over (again conditionally, so of two contenders one wins); ``deltamark runs abort``
-  takes over the lease of the run it aborts at once.
+  takes over the lease of the run it aborts at once. A holder that ran on this machine (the
+  same boot and process namespace) and whose process is gone is taken over at once too.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def lease_holder(state_root: str | os.PathLike[str], job: str) -> dict[str, Any]
     root = os.fspath(state_root)
     if not storage.is_local(root):
         holder, _ = _ObjectLease(root, job).read()
-        return None if holder is None or _expired(holder) else holder
+        return None if holder is None or _expired(holder) or _gone(holder) else holder
     path = storage.join(storage.local_path(root), "_leases", f"{job}.lock")
     if not os.path.exists(path):
         return None
@@ -83,7 +84,30 @@ def lease_holder(state_root: str | os.PathLike[str], job: str) -> dict[str, Any]
 
 def _holder(run_id: str) -> dict[str, Any]:
     return {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
-            "since": datetime.now(UTC).isoformat(timespec="seconds")}
+            "machine": _machine(), "since": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def _machine() -> str | None:
+    """This boot of this machine and this process namespace: where a pid means one process
+    (containers on one host share the boot but not the namespace)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return f"{boot.read().strip()}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def _gone(holder: dict[str, Any]) -> bool:
+    """Whether the holder ran here and its process has ended (no need to wait for expiry)."""
+    if holder.get("machine") is None or holder.get("machine") != _machine():
+        return False
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
+    return False
 
 
 @contextlib.contextmanager
@@ -165,10 +189,10 @@ class _ObjectLease:
         except AlreadyExistsError:
             pass
         current, tag = self.read()
-        if current is not None and not _expired(current) and \
+        if current is not None and not _expired(current) and not _gone(current) and \
                 current.get("run_id") != take_over_from:
             raise ConcurrentRunError(self.job, current)
-        try:  # expired, or the operator's: take it over unless someone else just did
+        try:  # expired, dead, or the operator's: take it over unless someone just did
             return self._put(holder, {"e_tag": tag} if tag else "create")
         except (AlreadyExistsError, PreconditionError):
             raise ConcurrentRunError(self.job, self.read()[0] or {}) from None
