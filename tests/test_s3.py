@@ -216,3 +216,36 @@ def test_a_crash_at_every_step_on_s3_then_recovery(ws, bucket, delta):
     assert not [f.path for f in staged if f.type == pafs.FileType.File]
     recoveries = {r.recovery for r in StateStore(state).runs("copy") if r.recovery}
     assert recoveries == {"aborted", "replayed"}  # before and after the target commit
+
+
+def test_a_delta_source_and_a_parquet_target_on_s3(ws, bucket, spark):
+    """An upstream Delta table on S3 read incrementally (its new versions only) into a
+    Delta target, and landing files into a plain Parquet target, all on S3."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    state, upstream = f"{bucket}/state", f"{bucket}/upstream"
+    options = storage.delta_options(upstream)
+    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({"state_root": state}))
+    from framework import load_settings
+
+    ws.settings = load_settings(conf_dir=ws.conf)
+    ws.declare("from_delta", cls="DeltaCopy", source=upstream, target=f"{bucket}/lake/copy")
+    write_deltalake(upstream, pa.table({"id": pa.array([1, 2], pa.int64())}),
+                    storage_options=options)
+    assert ws.run("from_delta").status == "succeeded"
+    write_deltalake(upstream, pa.table({"id": pa.array([3], pa.int64())}), mode="append",
+                    storage_options=options)
+    assert ws.run("from_delta").status == "succeeded"
+    copied = DeltaTable(f"{bucket}/lake/copy", storage_options=options)
+    assert sorted(copied.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [1, 2, 3]
+
+    parquet = f"{bucket}/lake/orders_parquet"
+    ws.declare("to_parquet", cls="CopyToParquet", landing=f"{bucket}/landing",
+               target=parquet, files="2")
+    land(f"{bucket}/landing", 1)
+    assert ws.run("to_parquet").status == "succeeded"
+    land(f"{bucket}/landing", 2)
+    assert ws.run("to_parquet").status == "succeeded"
+    assert sorted(r.id for r in spark.read.parquet(parquet).select("id").collect()) == [
+        100, 101, 102, 200, 201, 202]
