@@ -34,14 +34,21 @@ def land(landing: str, batch: int, rows: int = 3) -> None:
         "".join(json.dumps({"id": batch * 100 + i}) + "\n" for i in range(rows)))
 
 
-@pytest.mark.parametrize("delta", ["native", "embedded"])
-def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, delta):
-    state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
-    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump(
-        {"state_root": state, "delta": delta}))
+def state_on_s3(ws, bucket: str, delta: str = "auto") -> str:
+    """Point the workspace's conf at a state root in ``bucket`` (and a Delta path)."""
     from framework import load_settings
 
+    state = f"{bucket}/state"
+    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump(
+        {"state_root": state, "delta": delta}))
     ws.settings = load_settings(conf_dir=ws.conf)
+    return state
+
+
+@pytest.mark.parametrize("delta", ["native", "embedded"])
+def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, delta):
+    state = state_on_s3(ws, bucket, delta)
+    landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
     ws.declare(landing=landing, target=target)
     land(landing, 1)
     land(landing, 2)
@@ -164,11 +171,7 @@ def test_delta_rs_commits_on_s3_never_overwrite_each_other(bucket):
 
 def test_credentials_stay_out_of_spark_conf_and_state(ws, bucket, spark, s3_server):
     secret = s3_server.environment["AWS_SECRET_ACCESS_KEY"]
-    state = f"{bucket}/state"
-    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({"state_root": state}))
-    from framework import load_settings
-
-    ws.settings = load_settings(conf_dir=ws.conf)
+    state = state_on_s3(ws, bucket)
     ws.declare(landing=f"{bucket}/landing", target=f"{bucket}/lake/t")
     land(f"{bucket}/landing", 1)
     assert ws.run().status == "succeeded"
@@ -195,12 +198,8 @@ def test_a_crash_at_every_step_on_s3_then_recovery(ws, bucket, delta):
 
     steps = STEPS if os.environ.get("DELTAMARK_FULL_MATRIX") == "1" else S3_STEPS
 
-    state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
-    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump(
-        {"state_root": state, "delta": delta}))
-    from framework import load_settings
-
-    ws.settings = load_settings(conf_dir=ws.conf)
+    state = state_on_s3(ws, bucket, delta)
+    landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
     ws.declare(landing=landing, target=target, lineage="source_file")
     landed = []
     for batch, step in enumerate(steps, start=1):
@@ -224,12 +223,9 @@ def test_a_delta_source_and_a_parquet_target_on_s3(ws, bucket, spark):
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    state, upstream = f"{bucket}/state", f"{bucket}/upstream"
+    state_on_s3(ws, bucket)
+    upstream = f"{bucket}/upstream"
     options = storage.delta_options(upstream)
-    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({"state_root": state}))
-    from framework import load_settings
-
-    ws.settings = load_settings(conf_dir=ws.conf)
     ws.declare("from_delta", cls="DeltaCopy", source=upstream, target=f"{bucket}/lake/copy")
     write_deltalake(upstream, pa.table({"id": pa.array([1, 2], pa.int64())}),
                     storage_options=options)
