@@ -62,6 +62,7 @@ __all__ = [
     "snapshot",
     "table_version",
     "transaction_version",
+    "version_at",
 ]
 
 # Reader features whose meaning lives in the log only; delta-rs resolves them for us.
@@ -218,12 +219,7 @@ def snapshot(
     Raises:
         TableNotFoundError, VersionNotFoundError
     """
-    table = _open(path, version)
-    if timestamp is not None:
-        try:
-            table.load_as_version(timestamp)
-        except (DeltaError, ValueError) as exc:
-            raise errors.VersionNotFoundError(path, f"timestamp {timestamp}", str(exc)) from exc
+    table = _at(path, version, timestamp)
     metadata = table.metadata()
     protocol = table.protocol()
     return Snapshot(
@@ -235,6 +231,26 @@ def snapshot(
         reader_features=frozenset(protocol.reader_features or ()),
         configuration=dict(metadata.configuration),
     )
+
+
+def version_at(path: str, *, version: int | None = None,
+               timestamp: datetime | str | None = None) -> int:
+    """The table version that ``snapshot`` would load, without listing its files.
+
+    Raises:
+        TableNotFoundError, VersionNotFoundError
+    """
+    return _at(path, version, timestamp).version()
+
+
+def _at(path: str, version: int | None, timestamp: datetime | str | None) -> DeltaTable:
+    table = _open(path, version)
+    if timestamp is not None:
+        try:
+            table.load_as_version(timestamp)
+        except (DeltaError, ValueError) as exc:
+            raise errors.VersionNotFoundError(path, f"timestamp {timestamp}", str(exc)) from exc
+    return table
 
 
 def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]):

@@ -49,8 +49,8 @@ class NativeEngine(DeltaEngine):
         # The log resolves the version as on the embedded path: the same errors for a
         # missing table or version, and a timestamp means the commit's own (delta-spark
         # would compare it with the log file's modification time).
-        snap = log.snapshot(path, version=version, timestamp=timestamp)
-        df = self.spark.read.format("delta").option("versionAsOf", snap.version).load(path)
+        resolved = log.version_at(path, version=version, timestamp=timestamp)
+        df = self.spark.read.format("delta").option("versionAsOf", resolved).load(path)
         if filters:
             df = df.where(F.to_column(F.check(filters, df.columns, where=path)))
         return df
