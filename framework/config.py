@@ -17,7 +17,7 @@ import yaml
 
 from framework.errors import ConfigError
 
-__all__ = ["DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml",
+__all__ = ["BucketSettings", "DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml",
            "scalar_mapping", "text_value", "unknown_keys"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
@@ -36,6 +36,15 @@ class SparkSettings:
 
 
 @dataclass(frozen=True)
+class BucketSettings:
+    """Options of one S3 bucket that differ from the AWS environment's (``buckets:``)."""
+
+    #: the bucket's S3 endpoint (``https://...``; ``http://`` for a local server)
+    endpoint_url: str | None = None
+    region: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything deltamark reads from configuration."""
 
@@ -47,6 +56,8 @@ class Settings:
     #: database connections by name: url, user, password, driver, properties. Values may
     #: name environment variables as ``${VAR}``; they are resolved when a job connects.
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    #: per-bucket S3 options by bucket name; the AWS environment configures the others
+    buckets: Mapping[str, BucketSettings] = field(default_factory=dict)
 
 
 def load_settings(
@@ -58,9 +69,14 @@ def load_settings(
         conf_dir: overrides ``DELTAMARK_CONF_DIR`` and the default ``conf``.
         state_root: overrides ``DELTAMARK_STATE_ROOT`` and the file's ``state_root``.
 
+    The settings' ``buckets`` apply to this process's object-store access from then on
+    (``storage.configure``), as the AWS environment variables they complement do.
+
     Raises:
         ConfigError: naming the file and each bad key.
     """
+    from framework import storage
+
     directory = Path(conf_dir or os.environ.get("DELTAMARK_CONF_DIR") or "conf")
     raw: dict[str, Any] = {}
     for name in (SETTINGS_FILE, LOCAL_FILE):
@@ -68,7 +84,9 @@ def load_settings(
     env_root = os.environ.get("DELTAMARK_STATE_ROOT")
     if state_root is not None or env_root:
         raw["state_root"] = str(state_root or env_root)
-    return _parse(raw, source=str(directory / SETTINGS_FILE), conf_dir=directory)
+    settings = _parse(raw, source=str(directory / SETTINGS_FILE), conf_dir=directory)
+    storage.configure(settings.buckets)
+    return settings
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -104,7 +122,8 @@ def unknown_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str = 
 
 def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
-    problems += unknown_keys(raw, sorted(("state_root", "delta", "spark", "connections")))
+    problems += unknown_keys(
+        raw, sorted(("state_root", "delta", "spark", "connections", "buckets")))
 
     delta = raw.get("delta", "auto")
     if delta not in get_args(DeltaMode):
@@ -140,10 +159,42 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     for name, connection in connections.items():
         problems += _connection_problems(str(name), connection)
 
+    buckets, bucket_problems = _buckets(raw.get("buckets"))
+    problems += bucket_problems
+
     if problems:
         raise ConfigError(source, problems)
     return Settings(conf_dir=conf_dir, state_root=state_root, delta=delta, spark=spark,
-                    connections={str(k): dict(v) for k, v in connections.items()})
+                    connections={str(k): dict(v) for k, v in connections.items()},
+                    buckets=buckets)
+
+
+BUCKET_KEYS = ("endpoint_url", "region")
+
+
+def _buckets(raw: Any) -> tuple[dict[str, BucketSettings], list[str]]:
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, ["buckets: must be a mapping of bucket name -> {endpoint_url, region}"]
+    buckets, problems = {}, []
+    for name, options in raw.items():
+        where = f"buckets.{name}"
+        if not isinstance(name, str) or not name or any(c in name for c in "/: "):
+            problems.append(f"{where}: a bucket's bare name, without s3:// or a path")
+            continue
+        if not isinstance(options, Mapping):
+            problems.append(f"{where}: must be a mapping with {', '.join(BUCKET_KEYS)}")
+            continue
+        problems += unknown_keys(options, BUCKET_KEYS, where)
+        endpoint, region = options.get("endpoint_url"), options.get("region")
+        if endpoint is not None and not (isinstance(endpoint, str) and
+                                         endpoint.startswith(("http://", "https://"))):
+            problems.append(f"{where}.endpoint_url: must be an http:// or https:// URL")
+        if region is not None and not (isinstance(region, str) and region):
+            problems.append(f"{where}.region: must be a region name (eu-west-1)")
+        buckets[name] = BucketSettings(endpoint_url=endpoint, region=region)
+    return buckets, problems
 
 
 CONNECTION_KEYS = ("url", "user", "password", "driver", "properties")

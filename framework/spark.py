@@ -98,7 +98,8 @@ def session_conf(settings: Settings, *, master: str,
     """The Spark conf deltamark starts a session with: defaults and the object-store conf
     (``storage.spark_conf``), then ``settings``, then ``conf``, plus the set-up's jars and,
     for a JVM of its own, the local extras."""
-    merged = {**DEFAULT_CONF, **storage.spark_conf(), **settings.spark.conf, **(conf or {})}
+    merged = {**DEFAULT_CONF, **storage.spark_conf(settings.buckets), **settings.spark.conf,
+              **(conf or {})}
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
     if not _names_delta_jar(merged.get("spark.jars", "")) and (installed := jars.class_path()):

@@ -6,7 +6,8 @@ already has: the standard environment variables (``AWS_ENDPOINT_URL``,
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
 ``AWS_PROFILE``) and files, read by delta-rs, pyarrow, obstore and Spark's S3A themselves.
 Only what those libraries cannot derive (an ``http://`` endpoint, S3A's endpoint and path
-style) is set here; credentials never pass through deltamark.
+style) is set here, plus the per-bucket endpoint and region of conf's ``buckets:``
+(``configure``); credentials never pass through deltamark.
 """
 
 from __future__ import annotations
@@ -15,13 +16,27 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import pyarrow.fs as pafs
 
-__all__ = ["delta_options", "exists", "filesystem", "is_local", "join", "local_path",
-           "object_store", "read_bytes", "spark_conf"]
+from framework.config import BucketSettings
+
+__all__ = ["configure", "delta_options", "exists", "filesystem", "is_local", "join",
+           "local_path", "object_store", "read_bytes", "spark_conf"]
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
+
+# conf's per-bucket options (``buckets:``), for this process, like the AWS variables.
+_buckets: dict[str, BucketSettings] = {}
+
+
+def configure(buckets: Mapping[str, BucketSettings]) -> None:
+    """Address each bucket of ``buckets`` with its own endpoint and region from now on."""
+    if dict(buckets) != _buckets:
+        _buckets.clear()
+        _buckets.update(buckets)
+        _bucket_filesystem.cache_clear()
 
 
 def is_local(uri: str | os.PathLike[str]) -> bool:
@@ -58,8 +73,13 @@ def filesystem(root: str) -> tuple[pafs.FileSystem, str, Callable[[str], str]]:
 
 @functools.lru_cache(maxsize=64)
 def _bucket_filesystem(scheme: str, bucket: str) -> pafs.FileSystem:
-    """One filesystem per bucket (making one resolves the bucket's region: a request)."""
-    return pafs.FileSystem.from_uri(f"{scheme}://{bucket}")[0]
+    """One filesystem per bucket (making one without a region resolves the bucket's
+    region: a request)."""
+    query = ""
+    if scheme == "s3" and (own := _buckets.get(bucket)):
+        query = "?" + urlencode({key: value for key, value in (
+            ("endpoint_override", own.endpoint_url), ("region", own.region)) if value})
+    return pafs.FileSystem.from_uri(f"{scheme}://{bucket}{query}")[0]
 
 
 def exists(uri: str) -> bool:
@@ -82,32 +102,55 @@ def object_store(uri: str) -> Any:
     """An obstore store rooted at ``uri``, for what needs put-if-absent (the job lease)."""
     from obstore.store import from_url
 
-    http = _endpoint(os.environ).startswith("http://")
+    own = _own(uri)
+    config = {key: value for key, value in (("endpoint", own.endpoint_url),
+                                            ("region", own.region)) if value}
+    http = (own.endpoint_url or _endpoint(os.environ)).startswith("http://")
     return from_url(uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1),
+                    config=config or None,
                     client_options={"allow_http": True} if http else None)
 
 
 def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """delta-rs ``storage_options`` for the table at ``uri`` (the rest comes from the
-    environment, which delta-rs reads itself)."""
-    if is_local(uri) or not _endpoint(environ).startswith("http://"):
+    """delta-rs ``storage_options`` for the table at ``uri``: its bucket's options from
+    conf; the rest comes from the environment, which delta-rs reads itself."""
+    if is_local(uri):
         return {}
-    return {"AWS_ALLOW_HTTP": "true"}
+    own = _own(uri)
+    options = {key: value for key, value in (("AWS_ENDPOINT_URL", own.endpoint_url),
+                                             ("AWS_REGION", own.region)) if value}
+    if (own.endpoint_url or _endpoint(environ)).startswith("http://"):
+        options["AWS_ALLOW_HTTP"] = "true"
+    return options
 
 
-def spark_conf(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """Spark conf for object stores: ``s3://`` served by S3A, and S3A pointed at
-    ``AWS_ENDPOINT_URL`` and ``AWS_REGION`` when they are set. Credentials stay in the
+def spark_conf(buckets: Mapping[str, BucketSettings] | None = None,
+               environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Spark conf for object stores: ``s3://`` served by S3A, S3A pointed at
+    ``AWS_ENDPOINT_URL`` and ``AWS_REGION`` when they are set, and each of ``buckets`` at
+    its own endpoint and region (S3A's per-bucket options). Credentials stay in the
     environment, where S3A's default providers find them."""
     conf = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}
-    if endpoint := _endpoint(environ):
-        conf |= {"spark.hadoop.fs.s3a.endpoint": endpoint,
-                 "spark.hadoop.fs.s3a.path.style.access": "true",
-                 "spark.hadoop.fs.s3a.connection.ssl.enabled":
-                     str(endpoint.startswith("https://")).lower()}
-    if region := environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"):
-        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    conf |= _s3a_conf("spark.hadoop.fs.s3a", _endpoint(environ),
+                      environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"))
+    for name, own in (buckets or {}).items():
+        conf |= _s3a_conf(f"spark.hadoop.fs.s3a.bucket.{name}", own.endpoint_url, own.region)
     return conf
+
+
+def _s3a_conf(prefix: str, endpoint: str | None, region: str | None) -> dict[str, str]:
+    conf = {}
+    if endpoint:
+        conf |= {f"{prefix}.endpoint": endpoint, f"{prefix}.path.style.access": "true",
+                 f"{prefix}.connection.ssl.enabled": str(endpoint.startswith("https://")).lower()}
+    if region:
+        conf[f"{prefix}.endpoint.region"] = region
+    return conf
+
+
+def _own(uri: str) -> BucketSettings:
+    """The conf's options for the bucket of the object-store ``uri`` (none: all unset)."""
+    return _buckets.get(uri.split("://", 1)[1].split("/", 1)[0]) or BucketSettings()
 
 
 def _endpoint(environ: Mapping[str, str]) -> str:

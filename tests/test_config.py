@@ -45,3 +45,28 @@ def test_invalid_yaml_names_the_file(tmp_path):
         load_settings(conf_dir=tmp_path)
     assert error.value.path.endswith("deltamark.yaml")
     assert "not valid YAML" in str(error.value)
+
+
+def test_per_bucket_s3_options_are_checked_and_reach_every_s3_client(tmp_path):
+    from framework import storage
+
+    (tmp_path / "deltamark.yaml").write_text(
+        "buckets:\n  s3://lake: {region: x}\n  raw: {endpoint: http://h}\n"
+        "  archive: {endpoint_url: minio:9000, region: ''}\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(conf_dir=tmp_path)
+    assert [p.split(":")[0] for p in error.value.problems] == [
+        "buckets.s3", "unknown key 'buckets.raw.endpoint' (known", "buckets.archive.endpoint_url",
+        "buckets.archive.region"]
+
+    (tmp_path / "deltamark.yaml").write_text(
+        "buckets:\n  archive: {endpoint_url: 'http://127.0.0.1:9', region: eu-west-1}\n")
+    settings = load_settings(conf_dir=tmp_path)
+    assert settings.buckets["archive"].region == "eu-west-1"
+    assert storage.delta_options("s3://archive/t", environ={}) == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "eu-west-1",
+        "AWS_ALLOW_HTTP": "true"}
+    assert storage.spark_conf(settings.buckets, environ={})[
+        "spark.hadoop.fs.s3a.bucket.archive.endpoint"] == "http://127.0.0.1:9"
+    assert load_settings(conf_dir=tmp_path / "none").buckets == {}
+    assert storage.delta_options("s3://archive/t", environ={}) == {}  # replaced by the next

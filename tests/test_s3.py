@@ -169,6 +169,38 @@ def test_delta_rs_commits_on_s3_never_overwrite_each_other(bucket):
     assert log.table_version(table) == 49  # 50 commits, none lost or doubled
 
 
+def test_a_bucket_on_another_endpoint_is_reached_through_conf_buckets(ws, s3_server):
+    """A second S3 server that only conf's ``buckets:`` section names: ``deltamark run``
+    (Spark's S3A, pyarrow, delta-rs and the lease's obstore) keeps the job's files, target
+    and state in a bucket there, while the environment names the first server."""
+    from framework import load_settings
+    from tests.databases import unavailable
+    from tests.s3 import S3Server
+
+    if isinstance(s3_server, str):
+        unavailable(s3_server)
+    other = S3Server()
+    try:
+        bucket = other.bucket()
+        (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({
+            "state_root": f"{bucket}/state",
+            "buckets": {bucket.removeprefix("s3://"): {"endpoint_url": other.endpoint}}}))
+        ws.settings = load_settings(conf_dir=ws.conf)  # this process's clients too
+        landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
+        ws.declare(landing=landing, target=target)
+        land(landing, 1)
+        run = ws.start_run()
+        out, err = run.communicate(timeout=180)
+        assert run.returncode == 0, err[-2000:]
+        table = DeltaTable(target, storage_options=storage.delta_options(target))
+        assert sorted(table.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [
+            100, 101, 102]
+        assert [r.status for r in StateStore(f"{bucket}/state").runs("copy")] == ["succeeded"]
+        assert s3_server.endpoint not in storage.delta_options(target).values()
+    finally:
+        other.stop()
+        storage.configure({})
+
 def test_credentials_stay_out_of_spark_conf_and_state(ws, bucket, spark, s3_server):
     secret = s3_server.environment["AWS_SECRET_ACCESS_KEY"]
     state = state_on_s3(ws, bucket)
