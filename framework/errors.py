@@ -6,6 +6,7 @@ do. The CLI prints ``str(error)`` as one line on stderr and exits 1.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 __all__ = [
@@ -201,11 +202,22 @@ class JobFailedError(JobError):
 
     def __init__(self, job: str, run_id: str, cause: BaseException):
         self.run_id, self.cause = run_id, cause
-        detail = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
         super().__init__(
-            job, f"run {run_id} failed: {type(cause).__name__}: {detail} "
-            "(bookmarks unchanged; the next run reads the same input). --debug shows the "
-            "traceback.")
+            job, f"run {run_id} failed: {_summary(cause)} (bookmarks unchanged; the next "
+            "run reads the same input). --debug shows the traceback.")
+
+
+def _summary(cause: BaseException) -> str:
+    """The cause in one line; a module that Spark's Python workers could not import (their
+    traceback is inside a Spark error, whose first line says nothing) is named."""
+    text = str(cause).strip()
+    missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
+    if missing and not isinstance(cause, ImportError):
+        return (f"Spark's Python workers cannot import '{missing[1]}': install deltamark and "
+                "the job's modules into the Python that executors run (spark.pyspark.python "
+                "or PYSPARK_PYTHON names it, at one path on every worker), or ship them with "
+                "spark-submit --py-files")
+    return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 class SparkStartError(DeltamarkError):

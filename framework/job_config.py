@@ -117,4 +117,9 @@ def _load_file(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    # Spark's Python workers cannot import a module loaded from a file: its functions (a
+    # UDF, what a UDF calls) travel to them by value.
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(module)
     return module

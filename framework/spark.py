@@ -56,8 +56,9 @@ def spark_session(
 ) -> SparkSession:
     """Get or create the SparkSession described by ``settings``.
 
-    Python workers run the driver's interpreter (otherwise they miss the virtualenv's
-    pyarrow). The conf is ``session_conf``'s.
+    Python workers run ``spark.pyspark.python`` when the conf names it, else the driver's
+    interpreter (otherwise they miss the virtualenv's pyarrow). The conf is
+    ``session_conf``'s.
 
     Args:
         settings: loaded settings (``spark.master``, ``spark.app_name``, ``spark.conf``).
@@ -70,14 +71,17 @@ def spark_session(
     from pyspark.sql import SparkSession
 
     master = master or settings.spark.master
-    # PySpark takes the workers' interpreter from PYSPARK_PYTHON. Locally the workers run
-    # beside the driver, so a stale value (an interpreter without pyarrow) is overridden;
-    # on a cluster, a value set for its machines is kept.
-    if master.startswith("local"):
+    merged = session_conf(settings, master=master, conf=conf)
+    # A Python driver gives its workers the interpreter named by PYSPARK_PYTHON (only
+    # spark-submit reads spark.pyspark.python), so the conf's is put there. Otherwise,
+    # locally, the workers run beside the driver: a stale value (an interpreter without
+    # pyarrow) is overridden; on a cluster, a value set for its machines is kept.
+    if python := merged.get("spark.pyspark.python"):
+        os.environ["PYSPARK_PYTHON"] = python
+    elif master.startswith("local"):
         os.environ["PYSPARK_PYTHON"] = sys.executable
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    merged = session_conf(settings, master=master, conf=conf)
     builder = SparkSession.builder.master(master).appName(
         app_name or settings.spark.app_name
     )

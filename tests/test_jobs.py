@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 import pytest
@@ -79,6 +80,34 @@ def test_a_failed_run_leaves_the_bookmark_and_counts_attempts(ws):
     assert "RuntimeError: transform exploded" in runs[1].error
     assert ws.store.bookmarks("copy")[0].run_seq == 4
 
+
+def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_named(ws):
+    """A job given as ``file.py:Class`` whose UDF calls deltamark's code: its functions
+    reach Spark's Python workers; workers whose Python lacks deltamark (``python -S``, as
+    on a machine without it) fail the run with one line naming the module."""
+    import yaml
+
+    ws.declare(cls="LabelledCopy")
+    ws.land(rows=2)
+    assert ws.run().status == "succeeded"
+    labels = ws.spark.read.format("delta").load(ws.target).select("label").collect()
+    assert sorted(r.label for r in labels) == ["orders/100", "orders/101"]
+
+    bare_python = ws.root / "python-without-deltamark"
+    bare_python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare_python.chmod(0o755)
+    (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(ws.root / "state"),
+        "spark": {"master": "local[1]", "conf": {"spark.pyspark.python": str(bare_python)}}}))
+    ws.land(rows=1)
+    run = ws.start_run()
+    _, err = run.communicate(timeout=180)
+    assert run.returncode == 1
+    line = err.strip().splitlines()[-1]
+    assert "Spark's Python workers cannot import 'framework'" in line
+    assert "spark.pyspark.python" in line and "bookmarks unchanged" in line
+    assert [r.status for r in ws.store.runs("copy")] == ["succeeded", "failed"]
+    assert ws.store.bookmarks("copy")[0].run_seq == 1
 
 def test_disable_reads_everything_and_keeps_the_bookmark(ws):
     ws.declare()
