@@ -277,3 +277,72 @@ def test_a_delta_source_and_a_parquet_target_on_s3(ws, bucket, spark):
     assert ws.run("to_parquet").status == "succeeded"
     assert sorted(r.id for r in spark.read.parquet(parquet).select("id").collect()) == [
         100, 101, 102, 200, 201, 202]
+
+
+def test_a_glue_script_reads_and_writes_s3_paths(bucket, tmp_path, spark):
+    """jobs/glue_orders.py with ``connection_options={"paths": ["s3://..."]}`` sources,
+    S3 targets (Parquet and Delta) and its state on S3: each file is read once."""
+    from typer.testing import CliRunner
+
+    from framework.cli import app
+    from jobs import order_documents_landing, orders_landing
+    from tests.test_glue import SCRIPT
+
+    fs, root, _ = storage.filesystem(bucket)
+
+    def land(batches: int) -> None:
+        """Landed locally by the example generators, then put on S3 (new files only)."""
+        local = tmp_path / "landing"
+        for kind, written in (
+                ("orders", orders_landing.land(local / "orders", batches=batches, orders=20)),
+                ("documents", order_documents_landing.land(local / "documents",
+                                                           batches=batches, orders=10))):
+            for path in written:
+                put(f"{bucket}/landing/{kind}/{path.name}", path.read_text())
+
+    def run() -> dict:
+        result = CliRunner().invoke(app, [
+            "--state-root", f"{bucket}/state", "run", "--script", str(SCRIPT), "--json",
+            "--arg", "JOB_NAME=glue_orders", "--arg", "job-bookmark-option=job-bookmark-enable",
+            "--arg", f"orders_path={bucket}/landing/orders",
+            "--arg", f"documents_path={bucket}/landing/documents",
+            "--arg", f"target={bucket}/lake"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout.strip().splitlines()[-1])["inputs"]
+
+    land(batches=2)
+    assert run()["orders_source"]["files"] == 2
+    land(batches=1)
+    inputs = run()
+    assert (inputs["orders_source"]["files"], inputs["documents_source"]["files"]) == (1, 1)
+    orders = [r.order_id for r in spark.read.parquet(f"{bucket}/lake/orders").collect()]
+    assert len(orders) == len(set(orders)) == 60
+    documents = DeltaTable(f"{bucket}/lake/documents",
+                           storage_options=storage.delta_options(bucket))
+    ids = documents.to_pyarrow_dataset().to_table(columns=["order_id"])["order_id"].to_pylist()
+    assert len(ids) == len(set(ids)) == 30
+    assert fs.get_file_info(f"{root}/state/bookmarks/_delta_log").type == pafs.FileType.Directory
+
+
+def test_watermarks_with_the_state_root_on_s3(ws, bucket):
+    """A job's column watermark recorded in, and read back from, a state root on S3."""
+    import datetime as dt
+
+    state = state_on_s3(ws, bucket)
+    landing = f"{bucket}/landing"
+    ws.declare(cls="WatermarkedCopy", landing=landing, target=f"{bucket}/lake/t")
+    at = dt.datetime(2026, 3, 16, 15, 45)
+
+    def events(name: str, *minutes: int) -> None:
+        put(f"{landing}/{name}", "".join(json.dumps(
+            {"id": m, "ts": (at + dt.timedelta(minutes=m)).isoformat()}) + "\n" for m in minutes))
+
+    events("a.json", 0, 5)
+    ws.run()
+    events("b.json", 3, 9)  # 3 is older than the watermark
+    ws.run()
+    [mark] = StateStore(state).watermarks("copy")
+    assert (mark.run_seq, mark.rows) == (2, 1)
+    assert mark.value.replace(tzinfo=None) == at + dt.timedelta(minutes=9)
+    target = DeltaTable(f"{bucket}/lake/t", storage_options=storage.delta_options(bucket))
+    assert sorted(target.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [0, 5, 9]
