@@ -90,11 +90,15 @@ def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_na
     ws.declare(cls="LabelledCopy")
     ws.land(rows=2)
     assert ws.run().status == "succeeded"
-    labels = ws.spark.read.format("delta").load(ws.target).select("label").collect()
+    from framework.delta import delta_engine
+
+    labels = delta_engine(ws.spark, "embedded").read(ws.target).select("label").collect()
     assert sorted(r.label for r in labels) == ["orders/100", "orders/101"]
 
     bare_python = ws.root / "python-without-deltamark"
-    bare_python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare_python.write_text(  # no site-packages; of PYTHONPATH, only Spark's own zips
+        "#!/bin/sh\nPYTHONPATH=$(printf %s \"$PYTHONPATH\" | tr : '\\n' | grep /pyspark/ "
+        f"| paste -sd: -)\nexport PYTHONPATH\nexec {sys.executable} -S \"$@\"\n")
     bare_python.chmod(0o755)
     (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({
         "state_root": str(ws.root / "state"),
