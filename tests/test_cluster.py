@@ -44,7 +44,9 @@ def declare(conf, cluster, state: str, landing: str, target: str, delta: str) ->
     (conf / "deltamark.yaml").write_text(yaml.safe_dump({
         "state_root": state, "delta": delta,
         "spark": {"master": cluster.master,
-                  "conf": {"spark.executor.memory": "1g", "spark.executor.cores": "1"}}}))
+                  "conf": {"spark.executor.memory": "1g", "spark.executor.cores": "1",
+                           # short-lived test executors start sooner compiling with C1 only
+                           "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1"}}}))
     (conf / "jobs" / "copy.yaml").write_text(yaml.safe_dump({
         "class": f"{SUPPORT}:CopyFiles", "bookmark": "enable",
         "params": {"landing": landing, "target": target, "lineage": "source_file"}}))

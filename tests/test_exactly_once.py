@@ -28,6 +28,10 @@ from framework.lease import lease_holder
 pytestmark = pytest.mark.spark
 
 STEPS = ["started", "planned", "staged", "target_committed", "plan_recorded", "returned"]
+# The embedded path crashes in CI where the two engines differ (staged files, the target
+# commit); every step with DELTAMARK_FULL_MATRIX=1. The native path crashes at every step.
+ENGINE_STEPS = ["staged", "target_committed"]
+FULL_MATRIX = os.environ.get("DELTAMARK_FULL_MATRIX") == "1"
 RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "6"))
 SEED = int(os.environ.get("DELTAMARK_CRASH_SEED", random.randrange(1_000_000)))
 
@@ -67,7 +71,7 @@ def copy_job(ws):
 
 def test_a_crash_at_every_step_of_the_protocol_then_recovery(copy_job, delta_path):
     ws = copy_job
-    for step in STEPS:
+    for step in STEPS if delta_path == "native" or FULL_MATRIX else ENGINE_STEPS:
         ws.land(rows=2)
         crash(ws, "copy", step)
         ws.land(rows=1)

@@ -226,9 +226,9 @@ S3_STEPS = ("staged", "target_committed", "plan_recorded")
 def test_a_crash_at_every_step_on_s3_then_recovery(ws, bucket, delta):
     """``deltamark run`` SIGKILLed at steps of the commit protocol with everything on
     S3; the next run recovers, and each landed row is in the target exactly once."""
-    from tests.test_exactly_once import STEPS, crash
+    from tests.test_exactly_once import FULL_MATRIX, STEPS, crash
 
-    steps = STEPS if os.environ.get("DELTAMARK_FULL_MATRIX") == "1" else S3_STEPS
+    steps = STEPS if FULL_MATRIX else S3_STEPS
 
     state = state_on_s3(ws, bucket, delta)
     landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
