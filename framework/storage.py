@@ -77,8 +77,7 @@ def _bucket_filesystem(scheme: str, bucket: str) -> pafs.FileSystem:
     region: a request)."""
     query = ""
     if scheme == "s3" and (own := _buckets.get(bucket)):
-        query = "?" + urlencode({key: value for key, value in (
-            ("endpoint_override", own.endpoint_url), ("region", own.region)) if value})
+        query = "?" + urlencode(_named(own, "endpoint_override", "region"))
     return pafs.FileSystem.from_uri(f"{scheme}://{bucket}{query}")[0]
 
 
@@ -103,8 +102,7 @@ def object_store(uri: str) -> Any:
     from obstore.store import from_url
 
     own = _own(uri)
-    config = {key: value for key, value in (("endpoint", own.endpoint_url),
-                                            ("region", own.region)) if value}
+    config = _named(own, "endpoint", "region")
     http = (own.endpoint_url or _endpoint(os.environ)).startswith("http://")
     return from_url(uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1),
                     config=config or None,
@@ -117,8 +115,7 @@ def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str
     if is_local(uri):
         return {}
     own = _own(uri)
-    options = {key: value for key, value in (("AWS_ENDPOINT_URL", own.endpoint_url),
-                                             ("AWS_REGION", own.region)) if value}
+    options = _named(own, "AWS_ENDPOINT_URL", "AWS_REGION")
     if (own.endpoint_url or _endpoint(environ)).startswith("http://"):
         options["AWS_ALLOW_HTTP"] = "true"
     return options
@@ -151,6 +148,13 @@ def _s3a_conf(prefix: str, endpoint: str | None, region: str | None) -> dict[str
 def _own(uri: str) -> BucketSettings:
     """The conf's options for the bucket of the object-store ``uri`` (none: all unset)."""
     return _buckets.get(uri.split("://", 1)[1].split("/", 1)[0]) or BucketSettings()
+
+
+def _named(own: BucketSettings, endpoint: str, region: str) -> dict[str, str]:
+    """``own``'s endpoint and region under the option names a client takes (unset: left
+    out)."""
+    return {key: value for key, value in ((endpoint, own.endpoint_url), (region, own.region))
+            if value}
 
 
 def _endpoint(environ: Mapping[str, str]) -> str:
