@@ -103,10 +103,10 @@ def object_store(uri: str) -> Any:
 
     own = _own(uri)
     config = _named(own, "endpoint", "region")
-    http = (own.endpoint_url or _endpoint(os.environ)).startswith("http://")
     return from_url(uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1),
                     config=config or None,
-                    client_options={"allow_http": True} if http else None)
+                    client_options={"allow_http": True} if _plain_http(own, os.environ)
+                    else None)
 
 
 def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -116,7 +116,7 @@ def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str
         return {}
     own = _own(uri)
     options = _named(own, "AWS_ENDPOINT_URL", "AWS_REGION")
-    if (own.endpoint_url or _endpoint(environ)).startswith("http://"):
+    if _plain_http(own, environ):
         options["AWS_ALLOW_HTTP"] = "true"
     return options
 
@@ -155,6 +155,11 @@ def _named(own: BucketSettings, endpoint: str, region: str) -> dict[str, str]:
     out)."""
     return {key: value for key, value in ((endpoint, own.endpoint_url), (region, own.region))
             if value}
+
+
+def _plain_http(own: BucketSettings, environ: Mapping[str, str]) -> bool:
+    """Whether the bucket's endpoint (its own, else the environment's) is ``http://``."""
+    return (own.endpoint_url or _endpoint(environ)).startswith("http://")
 
 
 def _endpoint(environ: Mapping[str, str]) -> str:
