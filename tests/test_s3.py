@@ -71,6 +71,33 @@ def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, d
     assert fs.get_file_info(f"{root}/state/runs/_delta_log").type == pafs.FileType.Directory
 
 
+def test_new_objects_are_checked_by_one_task_per_core(bucket, tmp_path):
+    """Spark checks each explicit path before reading it, a request each on S3: deltamark
+    spreads 40 objects over the application's 4 cores, not all over one or two."""
+    landing = f"{bucket}/landing"
+    for batch in range(40):
+        land(landing, batch, rows=1)
+    script = textwrap.dedent(f"""
+        from framework.config import Settings, SparkSettings
+        from framework.sources.files import FileSource, list_files, plan_files, read_files
+        from framework.spark import spark_session
+
+        spark = spark_session(Settings(spark=SparkSettings(master="local[4]")))
+        source = FileSource(paths=({landing!r},), format="json", schema="id long")
+        plan = plan_files(list_files(source), source, start=None, advance=False)
+        spark.sparkContext.setJobGroup("read", "read")
+        df = read_files(spark, source, plan)
+        tracker = spark.sparkContext.statusTracker()
+        [listing] = tracker.getJobIdsForGroup("read")  # reading the files is not a job yet
+        print(df.count(), [tracker.getStageInfo(s).numTasks
+                           for s in tracker.getJobInfo(listing).stageIds])
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=180)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["40", "[4]"], done.stdout
+
+
 def test_the_lease_on_s3_lets_exactly_one_of_two_processes_run(bucket, tmp_path):
     state = f"{bucket}/state"
     holder = textwrap.dedent(f"""

@@ -58,7 +58,6 @@ FORMATS: tuple[str, ...] = ("json", "csv", "parquet", "orc", "xml", "text", "avr
 RewritePolicy = Literal["ignore", "reprocess"]
 DEFAULT_MAX_BAND_MS = 15 * 60 * 1000
 SOURCE_KIND = "files"
-PATHS_PER_LISTING_TASK = 5000
 
 
 @dataclass(frozen=True)
@@ -320,13 +319,14 @@ def _explicit_path_listing(spark: SparkSession, paths: Sequence[str]) -> Iterato
 
     By default more than 32 paths start a listing job of up to 10,000 tasks: 20 s for
     10,000 files on 2 cores. Local files are checked on the driver instead (~1 s per
-    10,000); remote ones by a job of one task per few thousand paths.
+    10,000). Remote ones are requests, one after another within a task: a job of one task
+    per core of the application, so that a cluster checks them all at once.
     """
     local = all("://" not in p for p in paths)
     conf = ({"spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)}
             if local else
             {"spark.sql.sources.parallelPartitionDiscovery.parallelism":
-             str(max(2, len(paths) // PATHS_PER_LISTING_TASK))})
+             str(min(len(paths), spark.sparkContext.defaultParallelism))})
     before = {key: spark.conf.get(key, None) for key in conf}
     for key, value in conf.items():
         spark.conf.set(key, value)
