@@ -12,10 +12,11 @@ system that sets permissions without chmod processes, and an archive of Spark's 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from framework import jars, local_jvm, storage
@@ -25,7 +26,7 @@ from framework.errors import SparkStartError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["session_conf", "spark_session"]
+__all__ = ["session_conf", "spark_session", "temporary_conf"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -148,3 +149,19 @@ def _gateway_hint(conf: Mapping[str, str]) -> str:
         "Spark could not start its JVM. Check that Java 17 is installed (java -version) "
         "and that JAVA_HOME, if set, points to it."
     )
+
+
+@contextlib.contextmanager
+def temporary_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
+    """Set Spark SQL confs for the block, then put back what was there."""
+    before = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

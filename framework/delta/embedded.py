@@ -44,12 +44,13 @@ from framework.errors import (
     DeltaTableError,
     UnsupportedTableFeatureError,
 )
+from framework.spark import temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["EmbeddedEngine", "read_data_files", "session_conf"]
+__all__ = ["EmbeddedEngine", "read_data_files"]
 
 STAGING_DIR = "_deltamark_staging"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -96,8 +97,8 @@ class EmbeddedEngine(DeltaEngine):
                       .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
             if partitions:
                 writer = writer.partitionBy(*partitions)
-            with session_conf(self.spark, "spark.sql.parquet.outputTimestampType",
-                               "TIMESTAMP_MICROS"):
+            with temporary_conf(self.spark,
+                                {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
                 writer.parquet(spark_uri(staging))
             before_commit()
             files = list(_place_files(fs, staging, base, partitions, schema, placed))
@@ -264,17 +265,3 @@ def _stat_value(value: Any) -> Any:
     if isinstance(value, str):
         return value if len(value) <= MAX_STRING_STAT else None
     return None
-
-
-@contextlib.contextmanager
-def session_conf(spark, key: str, value: str) -> Iterator[None]:
-    """Set a Spark SQL conf for the block, then put back what was there."""
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -10,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.embedded import read_data_files, session_conf
+from framework.delta.embedded import read_data_files
 from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
 from framework.delta.log import AppTransaction, Snapshot
+from framework.spark import temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -100,9 +100,7 @@ class NativeEngine(DeltaEngine):
             conf["spark.databricks.delta.commitInfo.userMetadata"] = json.dumps(
                 dict(metadata), default=str)
         condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        with contextlib.ExitStack() as stack:
-            for key, value in conf.items():
-                stack.enter_context(session_conf(self.spark, key, value))
+        with temporary_conf(self.spark, conf):
             (DeltaTable.forPath(self.spark, path).alias("t")
              .merge(df.alias("s"), condition)
              .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())

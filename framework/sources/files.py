@@ -24,13 +24,14 @@ import fnmatch
 import json
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.fs as pafs
 
+from framework.spark import temporary_conf
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -313,8 +314,8 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataF
     return df
 
 
-@contextlib.contextmanager
-def _explicit_path_listing(spark: SparkSession, paths: Sequence[str]) -> Iterator[None]:
+def _explicit_path_listing(spark: SparkSession, paths: Sequence[str]
+                           ) -> contextlib.AbstractContextManager[None]:
     """Size the check Spark makes of each explicit path before reading.
 
     By default more than 32 paths start a listing job of up to 10,000 tasks: 20 s for
@@ -322,22 +323,12 @@ def _explicit_path_listing(spark: SparkSession, paths: Sequence[str]) -> Iterato
     10,000). Remote ones are requests, one after another within a task: a job of one task
     per core of the application, so that a cluster checks them all at once.
     """
-    local = all("://" not in p for p in paths)
-    conf = ({"spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)}
-            if local else
-            {"spark.sql.sources.parallelPartitionDiscovery.parallelism":
-             str(min(len(paths), spark.sparkContext.defaultParallelism))})
-    before = {key: spark.conf.get(key, None) for key in conf}
-    for key, value in conf.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+    if all("://" not in p for p in paths):
+        return temporary_conf(spark, {
+            "spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)})
+    return temporary_conf(spark, {
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism":
+        str(min(len(paths), spark.sparkContext.defaultParallelism))})
 
 
 def _base_path(source: FileSource) -> str | None:
