@@ -217,7 +217,10 @@ class JobContext:
                                           plan.files)
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
-        return files.read_files(self.spark, source, plan)
+        try:
+            return files.read_files(self.spark, source, plan)
+        except ValueError as exc:
+            raise SourceError(self.job_name, context, str(exc)) from exc
 
     def read_delta(
         self,

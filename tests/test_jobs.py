@@ -229,6 +229,50 @@ def test_exclusions_recursion_partitions_and_lineage(ws):
     assert rows[0].source_file.endswith("landing/day=2026-01-01/orders.json")
 
 
+def test_file_names_spark_would_take_for_globs_are_read_as_named(ws):
+    ws.declare(lineage="source_file")
+    names = ["day=1/x[1].json", "day=1/x1.json", "day=1/{a,b}.json", "day=2/a.json",
+             "day=2/star*.json", "day=3/é 100% #?.json", "day=3/[q].json"]
+    for name in names:
+        ws.land(rows=1, name=name)
+    assert ws.run().inputs["src"]["files"] == len(names)
+    from framework.delta import delta_engine
+
+    rows = delta_engine(ws.spark, "embedded").read(ws.target).collect()
+    assert sorted(r.id for r in rows) == [100 * (i + 1) for i in range(len(names))]
+    lineage = {r.id: r.source_file.rsplit("/landing/", 1)[1] for r in rows}
+    assert lineage[100] == "day=1/x%5B1%5D.json"
+    assert sorted(r.day for r in rows) == [1, 1, 1, 2, 2, 3, 3]
+    ws.land(rows=1, name="day=1/x[2].json")
+    assert ws.run().inputs["src"]["files"] == 1 and len(ws.ids()) == len(names) + 1
+
+
+def test_a_root_named_like_a_partition_directory_is_not_a_column(ws):
+    """Below a root named key=value only the directories under the root are columns."""
+    ws.declare(landing=str(ws.landing / "source=web"))
+    ws.land(rows=1, name="source=web/day=1/a.json")
+    ws.land(rows=1, name="source=web/day=2/b[1].json")
+    ws.run()
+    from framework.delta import delta_engine
+
+    rows = delta_engine(ws.spark, "embedded").read(ws.target).collect()
+    assert sorted((r.id, r.day) for r in rows) == [(100, 1), (200, 2)]
+    assert "source" not in rows[0].asDict()
+
+
+def test_a_file_outside_the_partition_directories_of_the_others_is_an_error(ws):
+    """Spark skips it without a word (its partition values are missing): deltamark
+    refuses the run rather than bookmark a file it did not read."""
+    ws.declare()
+    ws.land(rows=1, name="day=1/a.json")
+    stray = ws.land(rows=1, name="b.json")
+    with pytest.raises(JobFailedError) as error:
+        ws.run()
+    message = str(error.value)
+    assert str(stray) in message and "key=value" in message and "\n" not in message
+    assert ws.store.bookmarks("copy") == []
+
+
 def test_job_config_problems_are_reported_together(ws):
     (ws.conf / "jobs" / "bad.yaml").write_text(
         "class: nowhere.module:Job\nbookmark: sometimes\nparams: {a: [1]}\nextra: 1\n")

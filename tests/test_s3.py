@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from urllib.parse import quote
 
 import pyarrow.fs as pafs
 import pytest
@@ -71,31 +72,37 @@ def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, d
     assert fs.get_file_info(f"{root}/state/runs/_delta_log").type == pafs.FileType.Directory
 
 
-def test_new_objects_are_checked_by_one_task_per_core(bucket, tmp_path):
-    """Spark checks each explicit path before reading it, a request each on S3: deltamark
-    spreads 40 objects over the application's 4 cores, not all over one or two."""
-    landing = f"{bucket}/landing"
-    for batch in range(40):
-        land(landing, batch, rows=1)
-    script = textwrap.dedent(f"""
-        from framework.config import Settings, SparkSettings
-        from framework.sources.files import FileSource, list_files, plan_files, read_files
-        from framework.spark import spark_session
+def test_new_objects_are_read_without_a_request_each_before_the_read(bucket, spark):
+    """Given explicit paths, Spark checks each object before reading it (requests to S3);
+    deltamark hands Spark the sizes and times it listed, so planning the read of 40 new
+    objects asks S3 nothing, and names Spark would take for globs are read as named."""
+    from framework.sources.files import FileSource, list_files, plan_files, read_files
 
-        spark = spark_session(Settings(spark=SparkSettings(master="local[4]")))
-        source = FileSource(paths=({landing!r},), format="json", schema="id long")
-        plan = plan_files(list_files(source), source, start=None, advance=False)
-        spark.sparkContext.setJobGroup("read", "read")
-        df = read_files(spark, source, plan)
-        tracker = spark.sparkContext.statusTracker()
-        [listing] = tracker.getJobIdsForGroup("read")  # reading the files is not a job yet
-        print(df.count(), [tracker.getStageInfo(s).numTasks
-                           for s in tracker.getJobInfo(listing).stageIds])
-    """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=180)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-2:] == ["40", "[4]"], done.stdout
+    landing = f"{bucket}/landing"
+    names = [f"batch-{i:03}.json" for i in range(36)] + [
+        "x[1].json", "{a,b}.json", "star*.json", "é 100% #?.json"]
+    for i, name in enumerate(names):
+        put(f"{landing}/{name}", json.dumps({"id": i, "name": name}) + "\n")
+    source = FileSource(paths=(landing,), format="json", schema="id long, name string",
+                        lineage_column="source_file")
+    plan = plan_files(list_files(source), source, start=None, advance=False)
+    jvm = spark._jvm
+    s3a = jvm.org.apache.hadoop.fs.Path(landing).getFileSystem(
+        spark._jsc.hadoopConfiguration()).getIOStatistics().counters()
+
+    def requests() -> int:
+        return s3a.get("object_metadata_request") + s3a.get("object_list_request")
+
+    before = requests()
+    df = read_files(spark, source, plan)
+    assert requests() == before
+    spark.read.json([f.path for f in plan.files[:3]])
+    assert requests() >= before + 3  # the counter sees Spark's checks of explicit paths
+    rows = df.collect()
+    assert sorted(r.name for r in rows) == sorted(names)
+    assert all(r.source_file.startswith(f"{landing}/") for r in rows)
+    assert all(r.source_file.rsplit("/", 1)[-1] == quote(r.name)
+               for r in rows if r.name.startswith("batch"))
 
 
 def test_the_lease_on_s3_lets_exactly_one_of_two_processes_run(bucket, tmp_path):

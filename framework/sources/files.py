@@ -18,7 +18,6 @@ rewritten: policy ``ignore`` (default) skips it, ``reprocess`` reads it again.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fnmatch
 import json
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow.fs as pafs
 
-from framework.spark import temporary_conf
+from framework.listed_reads import ListedFile, read_listed
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -59,15 +58,6 @@ FORMATS: tuple[str, ...] = ("json", "csv", "parquet", "orc", "xml", "text", "avr
 RewritePolicy = Literal["ignore", "reprocess"]
 DEFAULT_MAX_BAND_MS = 15 * 60 * 1000
 SOURCE_KIND = "files"
-
-
-@dataclass(frozen=True)
-class ListedFile:
-    """A file as listed: ``path`` is what Spark reads (absolute path or URI)."""
-
-    path: str
-    size: int
-    modified_ms: int
 
 
 @dataclass(frozen=True)
@@ -284,6 +274,10 @@ def _bounded(pending: list[ListedFile], source: FileSource) -> list[ListedFile]:
 def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataFrame:
     """The planned files as one DataFrame (Hive-style ``key=value`` directories become
     columns). With no files: an empty DataFrame with ``source.schema`` (no columns if none).
+
+    Raises:
+        ValueError: Spark would not read every planned file (a reader option filters
+            some, or one is outside the ``key=value`` directories of the others).
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -295,40 +289,17 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataF
         if source.lineage_column:
             empty = empty.withColumn(source.lineage_column, F.lit(None).cast("string"))
         return empty
-    paths = [f.path for f in plan.files]
     base_path = _base_path(source)
     if source.format == "avro" and not _spark_avro_available(spark):
         from framework.sources import avro
 
-        return avro.read(spark, paths, base_path=base_path, schema=source.schema,
-                         lineage_column=source.lineage_column)
-    reader = spark.read.format(source.format).options(**source.options)
-    if base_path:
-        reader = reader.option("basePath", base_path)
-    if source.schema is not None:
-        reader = reader.schema(source.schema)
-    with _explicit_path_listing(spark, paths):
-        df = reader.load(paths)
+        return avro.read(spark, [f.path for f in plan.files], base_path=base_path,
+                         schema=source.schema, lineage_column=source.lineage_column)
+    df = read_listed(spark, plan.files, format=source.format, options=source.options,
+                     schema=source.schema, base_path=base_path)
     if source.lineage_column:
         df = df.withColumn(source.lineage_column, F.col("_metadata.file_path"))
     return df
-
-
-def _explicit_path_listing(spark: SparkSession, paths: Sequence[str]
-                           ) -> contextlib.AbstractContextManager[None]:
-    """Size the check Spark makes of each explicit path before reading.
-
-    By default more than 32 paths start a listing job of up to 10,000 tasks: 20 s for
-    10,000 files on 2 cores. Local files are checked on the driver instead (~1 s per
-    10,000). Remote ones are requests, one after another within a task: a job of one task
-    per core of the application, so that a cluster checks them all at once.
-    """
-    if all("://" not in p for p in paths):
-        return temporary_conf(spark, {
-            "spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)})
-    return temporary_conf(spark, {
-        "spark.sql.sources.parallelPartitionDiscovery.parallelism":
-        str(min(len(paths), spark.sparkContext.defaultParallelism))})
 
 
 def _base_path(source: FileSource) -> str | None:

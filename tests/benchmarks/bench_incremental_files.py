@@ -109,7 +109,7 @@ def main() -> None:
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
     # Fair to Structured Streaming: its batches also read explicit file lists, which Spark
     # checks in a listing job of up to 10,000 tasks unless told otherwise (deltamark's
-    # reads size that job themselves).
+    # reads give Spark the files' sizes and times, which it then does not check).
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-files-"))
     try:
