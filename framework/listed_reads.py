@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["ListedFile", "read_listed"]
 
 MANIFEST_VERSION = "v1"  # FileStreamSinkLog.VERSION, unchanged since Spark 2.0
+GLOB_CHARACTER = re.compile(r"([\\\[\]{}*?])")  # escaped with a backslash in Hadoop globs
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def read_listed(spark: SparkSession, files: Sequence[ListedFile], *, format: str
         if base_path:
             reader = reader.option("basePath", base_path)
         with _explicit_path_listing(spark, [f.path for f in files]):
-            return reader.load([re.sub(r"([\\\[\]{}*?])", r"\\\1", f.path) for f in files])
+            return reader.load([GLOB_CHARACTER.sub(r"\\\1", f.path) for f in files])
     if layout == "flat":  # else Spark would read only files directly in the manifest's dir
         reader = reader.option("recursiveFileLookup", "true")
     manifest = tempfile.mkdtemp(prefix="deltamark-read-")
@@ -75,7 +76,8 @@ def read_listed(spark: SparkSession, files: Sequence[ListedFile], *, format: str
                                     "false"}):
             df = reader.load(manifest)
             if schema is None and (nullable := _nullable(df.schema)) != df.schema:
-                # as from Spark's other file reads (a manifest's keeps what files declare)
+                # Spark's other file reads make every column nullable; a manifest's read
+                # keeps what the files declare (Avro's non-null fields)
                 df = reader.schema(nullable).load(manifest)
     finally:
         shutil.rmtree(manifest, ignore_errors=True)
