@@ -2,9 +2,10 @@
 delta-rs with Spark's Parquet I/O) and through Spark's own Parquet writer/reader: same
 data, same session, same run. Target: each ratio <= 1.1.
 
-Three rounds, the first a warm-up on a tenth of the rows; each writes the three tables
-once, then reads them three times, alternating. Without Delta's jars the native column is
-left out (under CI=true that is a failure).
+Four rounds, the first a warm-up on a tenth of the rows; each writes the three tables
+once, then reads them three times, alternating (a write's time varies by up to 2x from one
+round to the next on two cores: three measured rounds keep one slow write from deciding).
+Without Delta's jars the native column is left out (under CI=true that is a failure).
 
 DELTAMARK_BENCH_ROWS sets N (default 10 million).
 """
@@ -20,6 +21,7 @@ from functools import partial
 
 TARGET = 1.1
 READS = 3  # per round
+ROUNDS = 4  # the first warms up
 
 
 def _timed(action) -> float:
@@ -69,7 +71,7 @@ def main() -> None:
     times: dict[tuple[str, str], list[float]] = {
         (step, c): [] for step in ("write", "read") for c in columns}
     try:
-        for rep in range(3):  # the first round warms up the JVM and is discarded
+        for rep in range(ROUNDS):  # the first round warms up the JVM and is discarded
             where = {c: f"{scratch}/{c}{rep}" for c in columns}
             n = rows if rep else rows // 10
             sample = {("write", c): [_timed(partial(write, c, where[c], n))] for c in columns}
@@ -87,8 +89,9 @@ def main() -> None:
     median = {k: statistics.median(v) for k, v in times.items()}
     print("bench_delta_io samples: " + "; ".join(
         f"{step} {c} {', '.join(f'{t:.2f}' for t in v)}" for (step, c), v in times.items()))
+    measured = ROUNDS - 1
     print(f"\nbench_delta_io: {rows:,} rows, 5 columns, {os.cpu_count()} cores, median of "
-          f"2 writes and {2 * READS} reads (alternating) after a warm-up round")
+          f"{measured} writes and {measured * READS} reads (alternating) after a warm-up round")
     print(f"{'step':<8}{'spark parquet':>15}" + "".join(
         f"{name + ' delta':>16}{'ratio':>7}  target    " for name in paths))
     for step in ("write", "read"):
