@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from framework.bookmark_history import BookmarkHistory
 from framework.config import text_value
 from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
 from framework.errors import (
@@ -42,7 +43,7 @@ from framework.sources import delta as delta_source
 from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from state_tables.model import Bookmark, DqResult, ProcessedFile, Watermark
-from state_tables.store import ContextHistory, StateStore
+from state_tables.store import StateStore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -81,6 +82,11 @@ class SourceRead:
     files_read: tuple[files.ListedFile, ...] = ()
     #: rows read in earlier runs are read again (a lookback): appending them duplicates
     rereads: bool = False
+    #: how to plan this source again without Spark (``framework.preflight``); None: it
+    #: cannot be, and the job's next run always starts Spark
+    description: Mapping[str, Any] | None = None
+    #: the plan reads nothing (no file, no version, no row)
+    nothing: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,7 @@ class JobContext:
         self.log = logging.getLogger(f"deltamark.job.{run.job}")
         self._run = run
         self._store = store
+        self._bookmarks = BookmarkHistory(store, run.job)
         self._engine = engine
         self._connections = connections
         self._checks = dict(checks or {})
@@ -209,12 +216,13 @@ class JobContext:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
             plan = self._plan(
                 tracked=bookmark,
-                bookmark_at=lambda seq: self._file_bookmark(context, seq),
+                bookmark_at=lambda seq: self._bookmarks.files(context, seq),
                 plan=lambda start, end, advance: files.plan_files(
                     listed, source, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
                                           plan.state.to_dict() if plan.state else None,
-                                          plan.files)
+                                          plan.files, nothing=not plan.files,
+                                          description=source.description() if bookmark else None)
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
         try:
@@ -257,8 +265,10 @@ class JobContext:
             pinned=delta_source.DeltaPlan.pinned,
             plan=lambda start, end, advance: delta_source.plan_delta(
                 table, start=start, end=end or pinned_end, advance=advance))
-        self._reads[context] = SourceRead(context, delta_source.SOURCE_KIND, plan.counts(),
-                                          plan.state() if plan.advance else None)
+        self._reads[context] = SourceRead(
+            context, delta_source.SOURCE_KIND, plan.counts(),
+            plan.state() if plan.advance else None, nothing=not plan.counts()["versions"],
+            description=delta_source.description(plan, tracked=bookmark, version=version))
         self.log.info("%s: versions %s..%d of %s", context,
                       "0" if plan.after is None else plan.after + 1, plan.to, table)
         return delta_source.read_delta(self._engine, plan, change_feed=change_feed)
@@ -333,7 +343,8 @@ class JobContext:
             raise SourceError(self.job_name, context, str(exc)) from exc
         self._reads[context] = SourceRead(
             context, jdbc.SOURCE_KIND, plan.counts(), plan.state() if plan.advance else None,
-            rereads=plan.lookback)
+            rereads=plan.lookback, nothing=not plan.rows,
+            description=jdbc.description(connection, source, plan) if bookmark else None)
         self.log.info("%s: %d rows of %s", context, plan.rows, plan.source)
         return df
 
@@ -348,22 +359,6 @@ class JobContext:
             return plan(bookmark_at(first), bookmark_at(last), False)
         return plan(bookmark_at(None), None, self.bookmark.advances)
 
-    def _history(self, context: str, kind: str, up_to_seq: int | None) -> ContextHistory | None:
-        """The context's resolved bookmarks, or None when it has none (or was reset).
-
-        Raises:
-            SourceError: the context holds another kind of source's bookmark.
-        """
-        history = self._store.histories(self.job_name, context, up_to_seq=up_to_seq).get(context)
-        if history is None or history.current.event == "reset":
-            return None
-        if history.current.source_kind != kind:
-            raise SourceError(self.job_name, context,
-                              f"this context holds a {history.current.source_kind} bookmark, "
-                              f"not a {kind} one. Give each source its own "
-                              "transformation_ctx.")
-        return history
-
     def _state_plan(self, context: str, kind: str, *, tracked: bool,
                     pinned: Callable[[Mapping[str, Any]], Any],
                     plan: Callable[[Any, Any, bool], Any]) -> Any:
@@ -371,29 +366,8 @@ class JobContext:
         if (read := (self._run.pinned or {}).get(context)) is not None and read.state:
             return pinned(read.state)
 
-        def bookmark_at(up_to_seq: int | None) -> Mapping[str, Any] | None:
-            history = self._history(context, kind, up_to_seq)
-            return history.current.state if history else None
-
-        return self._plan(tracked=tracked, bookmark_at=bookmark_at, plan=plan)
-
-    def _file_bookmark(self, context: str, up_to_seq: int | None
-                       ) -> files.FileBookmark | None:
-        history = self._history(context, files.SOURCE_KIND, up_to_seq)
-        if history is None:
-            return None
-        state = files.FileState.from_dict(history.current.state)
-        valid = frozenset(history.valid_runs)
-        read = self._store.processed_files(self.job_name, context, run_seqs=valid,
-                                           modified_after_ms=state.settled_ms)
-        window = {f.path: (f.modified_ms, f.size)
-                  for f in sorted(read, key=lambda f: f.run_seq)}
-
-        def seen(paths: Sequence[str]) -> set[str]:
-            return {f.path for f in self._store.processed_files(
-                self.job_name, context, paths=paths, run_seqs=valid)}
-
-        return files.FileBookmark(state=state, window=window, seen=seen)
+        return self._plan(tracked=tracked, plan=plan,
+                          bookmark_at=lambda seq: self._bookmarks.state(context, kind, seq))
 
     def _context(self, transformation_ctx: str | None, bookmark: bool, what: str) -> str:
         if transformation_ctx:
@@ -475,8 +449,10 @@ class JobContext:
         The commit carries the app transaction (``deltamark:<job>``, run_seq) and, in its
         metadata, the run id and the bookmarks this run will commit; a replay of the same
         run is skipped. Each target is written once per run. A DataFrame without columns
-        (an empty read with no schema) writes nothing. In a dry run nothing is written
-        (and no checks run).
+        (an empty read with no schema) writes nothing, nor does an append or merge of no
+        rows in a run whose reads found nothing new: the target gets no empty version
+        (the run still commits its bookmarks). In a dry run nothing is written (and no
+        checks run).
 
         Raises:
             JobError: the target was already written in this run, rows read again by a
@@ -531,7 +507,11 @@ class JobContext:
                format: Literal["delta", "parquet"] = "delta") -> WriteResult:
         key = self._output_key(target)
         kind = dict(parquet.OUTPUT_TAG) if format == "parquet" else {}
-        if self.dry_run or not df.columns:
+        empty = (mode != "overwrite" and not replace_where and self._reads
+                 and all(r.nothing for r in self._reads.values()))
+        if self.dry_run or not df.columns or (empty and df.isEmpty()):
+            if not self.dry_run:
+                self.log.info("%s: no rows to write: no commit", target)
             self._outputs[key] = {"target": target, "written": False, **kind}
             current = None if format == "parquet" else self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
@@ -661,6 +641,10 @@ class JobContext:
     def outputs(self) -> dict[str, dict[str, Any]]:
         return {o["target"]: {k: v for k, v in o.items() if k != "target"}
                 for o in self._outputs.values()}
+
+    def sources(self) -> dict[str, Mapping[str, Any] | None]:
+        """Each context's description for planning it again (``SourceRead.description``)."""
+        return {r.context: r.description for r in self._reads.values()}
 
     def planned_files(self) -> dict[str, list[str]]:
         return {r.context: [f.path for f in r.files_read] for r in self._reads.values()}

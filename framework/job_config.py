@@ -4,6 +4,7 @@
     bookmark: enable                         # enable | disable | pause
     params: {landing: data/landing/orders, target: data/lake/bronze/orders}
     checks: {...}                            # data-quality rule sets (framework.quality)
+    skip_when_nothing_new: true              # false: always run (time-based work)
 
 Params are strings, as Glue job arguments are; ``--arg KEY=VALUE`` overrides them.
 """
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JobSpec", "job_names", "load_job"]
 
-KNOWN_KEYS = ("class", "bookmark", "params", "checks", "description")
+KNOWN_KEYS = ("class", "bookmark", "params", "checks", "description", "skip_when_nothing_new")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class JobSpec:
     description: str = ""
     #: data-quality rule sets by name, for ``ctx.write_delta(..., checks=NAME)``
     checks: Mapping[str, RuleSet] = field(default_factory=dict)
+    #: a run that finds nothing new before Spark starts is skipped (``framework.preflight``)
+    skip_when_nothing_new: bool = True
 
 
 def job_names(settings: Settings) -> list[str]:
@@ -67,6 +70,10 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if bookmark not in get_args(BookmarkMode):
         problems.append(f"bookmark: '{bookmark}' is not one of enable, disable, pause")
 
+    skip = raw.get("skip_when_nothing_new", True)
+    if not isinstance(skip, bool):
+        problems.append(f"skip_when_nothing_new: '{skip}' is not true or false")
+
     params, param_problems = scalar_mapping(raw.get("params"), "params")
     problems += param_problems
 
@@ -88,8 +95,8 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if problems:
         raise ConfigError(str(path), problems)
     return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
-                   params=params,
-                   description=str(raw.get("description", "")), checks=checks)
+                   params=params, description=str(raw.get("description", "")),
+                   checks=checks, skip_when_nothing_new=skip)
 
 
 def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import logging
 import os
 import time
 import uuid
@@ -37,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from framework import preflight
 from framework.config import SETTINGS_FILE, Settings
 from framework.delta import log
 from framework.errors import BookmarkOptionError, DataQualityError, JobFailedError
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from framework.delta import DeltaEngine
 
 __all__ = ["Recovery", "RunReport", "discard_unlanded", "landed_targets", "run_job"]
+
+logger = logging.getLogger("deltamark.runner")
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,8 @@ class RunReport:
     recovered: Recovery | None = None
     #: run properties the job published (``ctx.publish``)
     properties: Mapping[str, str] = field(default_factory=dict)
+    #: why the run started Spark, or (status ``skipped``) why it did not
+    preflight: str = ""
 
 
 def run_job(
@@ -97,10 +103,13 @@ def run_job(
     bookmark_to: str | None = None,
     args: Mapping[str, str] | None = None,
     dry_run: bool = False,
+    force: bool = False,
     spark: SparkSession | None = None,
     script: str | os.PathLike[str] | None = None,
 ) -> RunReport:
-    """Run ``job`` once (first recovering an interrupted earlier run).
+    """Run ``job`` once (first recovering an interrupted earlier run), unless it has nothing
+    new to read: then the run is recorded as ``skipped`` before Spark starts
+    (``framework.preflight``).
 
     Args:
         script: run this AWS Glue script as the job ``job`` (``framework.glue``); its
@@ -110,6 +119,7 @@ def run_job(
         bookmark_from, bookmark_to: run ids bounding a pause (both or neither).
         args: override the job's params.
         dry_run: plan and report what would be read; write, recover and record nothing.
+        force: run even when there is nothing new.
         spark: a session to use; by default one is started from ``settings``.
 
     Raises:
@@ -129,12 +139,22 @@ def run_job(
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
     store = StateStore(settings.state_root)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
+    params = {**spec.params, **(args or {})}
+    fingerprint = preflight.fingerprint(settings, spec, _arguments(params, options),
+                                        options.mode)
+    connections = _connections(settings)
     run_id = uuid.uuid4().hex
     lease = contextlib.nullcontext() if dry_run else job_lease(settings.state_root, job, run_id)
     with lease:
+        ahead = preflight.preflight(spec, store, fingerprint=fingerprint, mode=options.mode,
+                                    force=force, connections=connections,
+                                    skip_when_nothing_new=spec.skip_when_nothing_new)
+        if ahead.skip:
+            return _skip(ahead, spec, run_id, params, options, fingerprint, store,
+                         dry_run=dry_run, started=started)
+        logger.info("%s: %s: starting the run", job, ahead.reason)
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
-        connections = _connections(settings)
         last = store.last_run(job)
         recovered = None if dry_run else _recover(spec, last, store, session, engine,
                                                   connections)
@@ -144,27 +164,53 @@ def run_job(
                                run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs,
                                attempt=last.attempt + 1 if last and last.status == "failed"
                                else 1)
-        params = {**spec.params, **(args or {})}
         ctx, run = _execute(spec, identity, params, options, store, session, engine,
-                            connections, dry_run=dry_run)
+                            connections, dry_run=dry_run, fingerprint=fingerprint)
     return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=run.attempt,
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
                      inputs=ctx.inputs(), outputs=ctx.outputs(),
                      planned_files=ctx.planned_files(), recovered=recovered,
-                     properties=ctx.published())
+                     properties=ctx.published(), preflight=ahead.reason)
+
+
+def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mapping[str, str],
+          options: BookmarkOptions, fingerprint: str, store: StateStore, *, dry_run: bool,
+          started: float) -> RunReport:
+    """Record (unless a dry run) a run that found nothing new: it repeats the last one's
+    sources and run properties, and touches nothing else."""
+    last = ahead.compared
+    now = datetime.now(UTC)
+    run = Run(job=spec.name, run_id=run_id, run_seq=last.run_seq + 1, status="skipped",
+              mode=options.mode, started_at=now, ended_at=now,
+              arguments=_arguments(params, options), fingerprint=fingerprint,
+              sources=last.sources, properties=last.properties)
+    if not dry_run:
+        store.record_run(run)
+    logger.info("%s: run %d skipped: %s", spec.name, run.run_seq, ahead.reason)
+    return RunReport(job=spec.name, run_id=run_id, run_seq=run.run_seq, attempt=1,
+                     mode=options.mode, status="skipped", dry_run=dry_run,
+                     seconds=time.perf_counter() - started, properties=last.properties,
+                     preflight=ahead.reason)
+
+
+def _arguments(params: Mapping[str, str], options: BookmarkOptions) -> dict[str, str]:
+    """A run's effective arguments: its params, and a pause's range."""
+    return {**params, **{k: v for k, v in (("bookmark_from", options.from_run),
+                                           ("bookmark_to", options.to_run)) if v}}
 
 
 def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
              options: BookmarkOptions, store: StateStore,
              spark: SparkSession, engine: DeltaEngine, connections: Connections, *,
-             dry_run: bool = False, recovery: str | None = None) -> tuple[JobContext, Run]:
-    """Steps 2-4 of the protocol for one run (a new one, or the replay of one)."""
-    arguments = {**params, **{k: v for k, v in (("bookmark_from", options.from_run),
-                                                ("bookmark_to", options.to_run)) if v}}
+             dry_run: bool = False, recovery: str | None = None,
+             fingerprint: str | None = None) -> tuple[JobContext, Run]:
+    """Steps 2-4 of the protocol for one run (a new one, or the replay of one: it has no
+    fingerprint, so the run after it is never skipped)."""
     run = Run(job=spec.name, run_id=identity.run_id, run_seq=identity.run_seq,
               status="running", mode=options.mode, started_at=datetime.now(UTC),
-              attempt=identity.attempt, arguments=arguments, recovery=recovery)
+              attempt=identity.attempt, arguments=_arguments(params, options),
+              recovery=recovery, fingerprint=fingerprint)
     steps = None if dry_run else _Steps(store, run)
     ctx = JobContext(spark=spark, run=identity, params=params, bookmark=options, store=store,
                      engine=engine, connections=connections, checks=spec.checks, hooks=steps,
@@ -248,7 +294,8 @@ class _Steps:
         final = status in ("succeeded", "failed")
         plan = ctx.unpersisted_plan() if status != "failed" else ([], [], [])
         run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
-                                  outputs=ctx.outputs(), error=error,
+                                  outputs=ctx.outputs(), error=error, sources=ctx.sources(),
+                                  properties=ctx.published(),
                                   ended_at=datetime.now(UTC) if final else None,
                                   mode="pause" if ctx.bookmarks_held else self.run.mode)
         return run, plan

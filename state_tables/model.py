@@ -10,7 +10,7 @@ from typing import Any, Literal
 __all__ = ["Bookmark", "BookmarkEvent", "DqResult", "NodeState", "ProcessedFile", "Run",
            "RunStatus", "Watermark", "WorkflowNode"]
 
-RunStatus = Literal["running", "succeeded", "failed", "aborted"]
+RunStatus = Literal["running", "succeeded", "failed", "aborted", "skipped"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
 NodeState = Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED", "SKIPPED"]
 
@@ -21,6 +21,8 @@ class Run:
 
     ``inputs`` maps each context to its counts (``files``, ``bytes``, ...); ``outputs``
     maps each target written to what the write did (``version``, ``skipped``).
+    ``skipped``: the run found nothing new before starting Spark (``framework.preflight``)
+    and did nothing else.
     """
 
     job: str
@@ -37,6 +39,12 @@ class Run:
     error: str | None = None
     #: how recovery settled an interrupted run: replayed, aborted, ...
     recovery: str | None = None
+    #: what decides the run besides its input: conf, arguments, code (``preflight``)
+    fingerprint: str | None = None
+    #: context -> how to plan that source again without Spark (None: it cannot be)
+    sources: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    #: the run properties the job published (``ctx.publish``)
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

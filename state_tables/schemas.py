@@ -38,15 +38,16 @@ class StateTable:
 
 RUNS = StateTable(
     name="runs",
-    version=2,
+    version=3,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
         ("job", pa.string(), False, "job name (conf/jobs/<job>.yaml)"),
         ("run_id", pa.string(), False, "unique id of the run"),
         ("run_seq", pa.int64(), False, "per-job run number; only grows, never reused"),
         ("attempt", pa.int32(), False, "1 for a first try, +1 for each retry of a failed run"),
-        ("status", pa.string(), False, "running | succeeded | failed | aborted; a run has a "
-         "row per status it reached, the newest (updated_at) is current"),
+        ("status", pa.string(), False, "running | succeeded | failed | aborted | skipped "
+         "(nothing new: found before Spark started); a run has a row per status it reached, "
+         "the newest (updated_at) is current"),
         ("mode", pa.string(), False, "bookmark mode: enable | disable | pause"),
         ("started_at", TS, False, "when the run started (UTC)"),
         ("ended_at", TS, True, "when the run ended (UTC)"),
@@ -58,6 +59,13 @@ RUNS = StateTable(
         ("recovery", pa.string(), True, "how recovery settled an interrupted run: "
          "replayed | aborted (nothing landed) | aborted_by_operator | "
          "rewound (superseded by a rewind or reset)"),
+        ("fingerprint", pa.string(), True, "hash of what decides the run besides its input "
+         "(the job's conf and code, arguments, deltamark's version): a run is skipped for "
+         "nothing new only when the run before it has the same"),
+        ("sources", pa.string(), True, "JSON object: context -> how to plan that source "
+         "again without Spark (null: it cannot be, so the next run is never skipped)"),
+        ("properties", pa.string(), True, "JSON object: the run properties the job "
+         "published (a skipped run publishes those of the run it repeats)"),
     ),
 )
 
@@ -176,6 +184,9 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
                         "outputs": row.get("outputs") or "{}",
                         "updated_at": row.get("updated_at") or row["ended_at"]
                         or row["started_at"], "recovery": row.get("recovery")},
+        2: lambda row: {**row, "fingerprint": row.get("fingerprint"),
+                        "sources": row.get("sources") or "{}",
+                        "properties": row.get("properties") or "{}"},
     },
     "bookmarks": {1: lambda row: {**row, "restored_from_seq": None}},
     "processed_files": {},

@@ -105,7 +105,7 @@ class StateStore:
 
     def _append(self, table: StateTable, rows: list[dict[str, Any]],
                 tag: Mapping[str, Any] | None = None) -> None:
-        log.append_rows(self.path(table), pa.Table.from_pylist(rows, schema=table.schema),
+        log.append_rows(self.path(table), log.rows_table(rows, table.schema),
                         compact_every=MAINTENANCE_EVERY, user_metadata=tag)
 
     # --- reads ----------------------------------------------------------------------
@@ -373,7 +373,9 @@ def _run_row(run: Run) -> dict[str, Any]:
         "arguments": json.dumps(dict(run.arguments), sort_keys=True), "error": run.error,
         "inputs": json.dumps(_plain(run.inputs), sort_keys=True),
         "outputs": json.dumps(_plain(run.outputs), sort_keys=True, default=str),
-        "updated_at": _now(), "recovery": run.recovery,
+        "updated_at": _now(), "recovery": run.recovery, "fingerprint": run.fingerprint,
+        "sources": json.dumps(dict(run.sources), sort_keys=True, default=str),
+        "properties": json.dumps(dict(run.properties), sort_keys=True),
     }
 
 
@@ -387,7 +389,8 @@ def _run(row: dict[str, Any]) -> Run:
                started_at=row["started_at"], ended_at=row["ended_at"],
                arguments=json.loads(row["arguments"]), inputs=json.loads(row["inputs"]),
                outputs=json.loads(row["outputs"]), error=row["error"],
-               recovery=row["recovery"])
+               recovery=row["recovery"], fingerprint=row["fingerprint"],
+               sources=json.loads(row["sources"]), properties=json.loads(row["properties"]))
 
 
 def _bookmark_row(bookmark: Bookmark) -> dict[str, Any]:

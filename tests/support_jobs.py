@@ -38,6 +38,16 @@ class FailAfterRead(IncrementalJob):
         raise RuntimeError("transform exploded")
 
 
+class FailsWhenFlagged(IncrementalJob):
+    """CopyFiles, failing while the file named by ``flag`` exists."""
+
+    def run(self, ctx):
+        df = read(ctx)
+        if Path(ctx.params["flag"]).exists():
+            raise RuntimeError("flagged to fail")
+        ctx.write_delta(df, ctx.params["target"])
+
+
 class NoContext(IncrementalJob):
     def run(self, ctx):
         df = ctx.read_files(ctx.params["landing"], format="json",

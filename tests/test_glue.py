@@ -99,7 +99,7 @@ def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, 
     land()
     second = run()
     assert second["inputs"]["orders_source"]["files"] == 1
-    assert run()["inputs"]["orders_source"]["files"] == 0
+    assert run()["status"] == "skipped"  # nothing new: Spark is not even started
     orders = [r.order_id for r in spark.read.parquet(str(paths["lake"] / "orders")).collect()]
     assert len(orders) == len(set(orders)) == 60  # plain Parquet, partitioned by country
     documents = lake_rows(spark, paths["lake"], "documents", "order_id")

@@ -33,6 +33,9 @@ def run(
         help="KEY=VALUE overriding a job param; repeat for several.")] = None,
     dry_run: Annotated[bool, typer.Option(
         help="Plan and show what would be read; write and record nothing.")] = False,
+    force: Annotated[bool, typer.Option(
+        help="Run even when nothing is new (by default such a run is recorded as skipped "
+             "without starting Spark).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks."""
@@ -45,7 +48,7 @@ def run(
     with library_errors(ctx):
         report = run_job(options(ctx).settings(), job, bookmark=bookmark,
                          bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
-                         dry_run=dry_run, script=script)
+                         dry_run=dry_run, force=force, script=script)
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
 
 
@@ -79,6 +82,10 @@ def _describe_counts(counts: dict) -> str:
 
 
 def _text(report: RunReport) -> str:
+    if report.status == "skipped":
+        return (f"{report.job}: {'dry run: would skip' if report.dry_run else 'skipped'} run "
+                f"{report.run_seq} in {report.seconds:.2f} s, without starting Spark: "
+                f"{report.preflight} since run {report.run_seq - 1} (--force runs anyway)")
     if report.dry_run:
         lines = [f"{report.job}: dry run as run {report.run_seq} (bookmark {report.mode}); "
                  "nothing was written or recorded"]

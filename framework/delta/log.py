@@ -59,6 +59,7 @@ __all__ = [
     "query",
     "read_rows",
     "restore",
+    "rows_table",
     "snapshot",
     "table_version",
     "transaction_version",
@@ -617,6 +618,14 @@ def _arrow_array(values: list[Any], kind: pa.DataType) -> pa.Array:
                  for v in values]
         return pa.array(arro3.Array(ticks, arro3.DataType.int64())).cast(kind)
     return pa.array(arro3.Array(values, arro3.DataType.from_arrow(kind)))
+
+
+def rows_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema=schema)``, which would import pandas (~0.2 s of
+    a process that only records a run)."""
+    return pa.Table.from_arrays(
+        [_arrow_array([row.get(f.name) for row in rows], f.type) for f in schema],
+        schema=schema)
 
 
 def empty_rows(schema: pa.Schema) -> pa.Table:

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
 
-__all__ = ["SOURCE_KIND", "DeltaPlan", "plan_delta", "read_delta"]
+__all__ = ["SOURCE_KIND", "DeltaPlan", "description", "plan_delta", "read_delta",
+           "versions_ahead"]
 
 SOURCE_KIND = "delta"
 
@@ -69,6 +70,25 @@ def plan_delta(table: str, *, start: Mapping[str, Any] | None,
             table, f"is at version {to}, before the bookmark's version {after}: it was "
             "recreated. Reset the reading context to read it in full.")
     return DeltaPlan(table=table, after=after, to=to, advance=advance)
+
+
+def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> dict[str, Any]:
+    """What planning the read again needs, as plain data (``preflight``): a whole-table read
+    also records the version it read (``version``: the one it was asked for, if any)."""
+    if tracked:
+        return {"kind": SOURCE_KIND, "table": plan.table}
+    return {"kind": SOURCE_KIND, "table": plan.table, "asked": version, "read": plan.to}
+
+
+def versions_ahead(description: Mapping[str, Any], state: Mapping[str, Any] | None) -> int:
+    """How many versions a read described by ``description`` would find past its bookmark
+    ``state`` (or, for a whole-table read, whether the version to read has changed)."""
+    if "read" in description:  # a whole-table read: anything other than what it read
+        latest = description["asked"]
+        if latest is None:
+            latest = log.snapshot(description["table"]).version
+        return int(latest != description["read"])
+    return plan_delta(description["table"], start=state, advance=False).counts()["versions"]
 
 
 def read_delta(engine: DeltaEngine, plan: DeltaPlan, *, change_feed: bool | None) -> DataFrame:

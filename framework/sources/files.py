@@ -130,6 +130,21 @@ class FileSource:
             found.append("no paths given")
         return found
 
+    def description(self) -> dict[str, Any]:
+        """What planning needs (not the reader's options or schema), as plain data: a run
+        records it so the next can be planned before Spark starts (``preflight``)."""
+        return {"kind": SOURCE_KIND, "paths": list(self.paths), "format": self.format,
+                "recurse": self.recurse, "exclusions": list(self.exclusions),
+                "bounded_files": self.bounded_files, "bounded_size": self.bounded_size,
+                "rewritten": self.rewritten, "max_band_ms": self.max_band_ms}
+
+    @classmethod
+    def from_description(cls, data: Mapping[str, Any]) -> FileSource:
+        return cls(paths=tuple(data["paths"]), format=data["format"],
+                   recurse=data["recurse"], exclusions=tuple(data["exclusions"]),
+                   bounded_files=data["bounded_files"], bounded_size=data["bounded_size"],
+                   rewritten=data["rewritten"], max_band_ms=data["max_band_ms"])
+
 
 @dataclass(frozen=True)
 class FilePlan:

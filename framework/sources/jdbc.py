@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
@@ -34,8 +34,8 @@ from framework.errors import ConfigError, DatabaseError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SOURCE_KIND", "Connection", "JdbcPlan", "JdbcSource", "connect", "plan_jdbc",
-           "read_jdbc", "resolve_connection"]
+__all__ = ["SOURCE_KIND", "Connection", "JdbcPlan", "JdbcSource", "connect", "description",
+           "plan_jdbc", "read_jdbc", "resolve_connection", "rows_ahead"]
 
 SOURCE_KIND = "jdbc"
 
@@ -232,6 +232,8 @@ class JdbcPlan:
     partitioning: tuple[str, str, str, int] | None = None
     lookback: bool = False
     advance: bool = False
+    #: the key and row-id columns as the database types them (not in a replay's plan)
+    columns: tuple[Column, ...] = ()
 
     def state(self) -> dict[str, Any]:
         """The bookmark to commit; it also pins the rows for a replay."""
@@ -407,7 +409,7 @@ def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: Mapping[str, An
     return JdbcPlan(source=source.display, keys=sql.key_names, order=source.order,
                     row_id=sql.row_id_names, after=after, to=to, where=where, rows=rows,
                     partitioning=partitioning, lookback=source.lookback is not None,
-                    advance=advance)
+                    advance=advance, columns=tuple(dict.fromkeys([*keys, *row_id])))
 
 
 def _column(by_name: Mapping[str, Column], name: str, source: JdbcSource) -> Column:
@@ -633,3 +635,99 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
         return reader.load()
     except Py4JJavaError as exc:
         raise DatabaseError(connection.display, f"cannot read: {_java_message(exc)}") from None
+
+
+# --- planning ahead, without Spark ----------------------------------------------------------
+
+#: PostgreSQL JDBC properties with the same meaning for libpq (psycopg); others: no preflight
+_LIBPQ_PROPERTIES = frozenset({"user", "password", "sslmode", "sslrootcert", "sslcert",
+                               "sslkey", "connect_timeout"})
+
+
+def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str, Any] | None:
+    """What planning the read again without Spark needs (``framework.preflight``), as plain
+    data; None for a read that re-reads rows (lookback) or a URL that may hold credentials.
+    ``connection`` is the name (or URL) the job gave."""
+    if (source.lookback is not None or not plan.columns
+            or connection.startswith("jdbc:") and source.connection.dialect != "sqlite"):
+        return None
+    return {"kind": SOURCE_KIND, "connection": connection, "relation": source.relation,
+            "order": source.order, "keys": list(plan.keys), "row_id": list(plan.row_id),
+            "columns": [[c.name, c.jdbc_type, c.type_name] for c in plan.columns]}
+
+
+def rows_ahead(description: Mapping[str, Any], state: Mapping[str, Any] | None,
+               connections: Callable[[str], Connection]) -> int | None:
+    """1 if the source has a row past the bookmark ``state``, else 0; None when no Python
+    driver here reaches the database (SQLite always; PostgreSQL with psycopg).
+
+    Raises:
+        DatabaseError: the query failed.
+    """
+    if state is not None and (state["keys"] != description["keys"]
+                              or state["order"] != description["order"]):
+        return None  # the run refuses the bookmark: let it say so
+    connection = connections(description["connection"])
+    by_name = {name: Column(name, jdbc_type, type_name)
+               for name, jdbc_type, type_name in description["columns"]}
+    sql = _Sql(connection.dialect, [by_name[k] for k in description["keys"]],
+               [by_name[k] for k in description["row_id"]], description["order"])
+    after = Position.from_dict(state["position"]) if state else None
+    where = " AND ".join([*sql.not_null(), sql.after(after, None)])
+    query = f"SELECT 1 FROM {description['relation']} WHERE {where} LIMIT 1"
+    with _python_connection(connection) as db:
+        if db is None:
+            return None
+        try:
+            return len(db.execute(query).fetchall())
+        except Exception as exc:  # each driver has its own error classes
+            raise DatabaseError(connection.display, f"{exc} (in: {_shorten(query)})") from None
+
+
+@contextlib.contextmanager
+def _python_connection(connection: Connection) -> Iterator[Any]:
+    """A DB-API connection with an ``execute`` method, or None without a driver here."""
+    _, _, rest = connection.url.partition(":")
+    if connection.dialect == "sqlite":
+        path = rest.partition(":")[2].partition("?")[0]
+        if not path or path.startswith(":") or not os.path.isfile(path):
+            yield None
+            return
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    elif connection.dialect == "postgresql":
+        params = _libpq_params(connection)
+        try:
+            import psycopg
+        except ImportError:
+            params = None
+        if params is None:
+            yield None
+            return
+        try:
+            db = psycopg.connect(**params, autocommit=True)
+        except psycopg.Error as exc:
+            raise DatabaseError(connection.display, f"cannot connect: {exc}") from None
+    else:
+        yield None
+        return
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _libpq_params(connection: Connection) -> dict[str, Any] | None:
+    """psycopg's parameters for a ``jdbc:postgresql://host[:port]/db?...`` URL, or None
+    when the URL or a property has no libpq equivalent (several hosts, ...)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    url = urlsplit(connection.url.removeprefix("jdbc:"))
+    if "," in url.netloc or not url.hostname:
+        return None
+    properties = {**dict(parse_qsl(url.query)), **connection.jdbc_properties()}
+    if not set(properties) <= _LIBPQ_PROPERTIES:
+        return None
+    return {"host": url.hostname, "port": url.port or 5432,
+            "dbname": url.path.lstrip("/") or None, **properties}

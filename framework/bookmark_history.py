@@ -1,0 +1,65 @@
+"""A job's committed bookmarks, as its sources plan from them.
+
+Used by a run's sources (``JobContext``) and, before Spark starts, by the preflight that
+decides whether there is anything new (``framework.preflight``): both see the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from framework.errors import SourceError
+from framework.sources import files
+from state_tables.store import ContextHistory, StateStore
+
+__all__ = ["BookmarkHistory"]
+
+
+class BookmarkHistory:
+    """The bookmarks of ``job`` in ``store``; ``up_to_seq`` reads them as they were after
+    that run (a pause range), None as they are now."""
+
+    def __init__(self, store: StateStore, job: str):
+        self.store, self.job = store, job
+
+    def current(self, context: str, kind: str, up_to_seq: int | None = None
+                ) -> ContextHistory | None:
+        """The context's resolved bookmarks, or None when it has none (or was reset).
+
+        Raises:
+            SourceError: the context holds another kind of source's bookmark.
+        """
+        history = self.store.histories(self.job, context, up_to_seq=up_to_seq).get(context)
+        if history is None or history.current.event == "reset":
+            return None
+        if history.current.source_kind != kind:
+            raise SourceError(self.job, context,
+                              f"this context holds a {history.current.source_kind} bookmark, "
+                              f"not a {kind} one. Give each source its own "
+                              "transformation_ctx.")
+        return history
+
+    def state(self, context: str, kind: str, up_to_seq: int | None = None
+              ) -> Mapping[str, Any] | None:
+        """The context's bookmark state (a source's own JSON object), or None."""
+        history = self.current(context, kind, up_to_seq)
+        return history.current.state if history else None
+
+    def files(self, context: str, up_to_seq: int | None = None) -> files.FileBookmark | None:
+        """A file context's bookmark with the files it tracks by name, or None."""
+        history = self.current(context, files.SOURCE_KIND, up_to_seq)
+        if history is None:
+            return None
+        state = files.FileState.from_dict(history.current.state)
+        valid = frozenset(history.valid_runs)
+        read = self.store.processed_files(self.job, context, run_seqs=valid,
+                                          modified_after_ms=state.settled_ms)
+        window = {f.path: (f.modified_ms, f.size)
+                  for f in sorted(read, key=lambda f: f.run_seq)}
+
+        def seen(paths: Sequence[str]) -> set[str]:
+            return {f.path for f in self.store.processed_files(
+                self.job, context, paths=paths, run_seqs=valid)}
+
+        return files.FileBookmark(state=state, window=window, seen=seen)

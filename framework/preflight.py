@@ -1,0 +1,137 @@
+"""Before Spark starts: does this run have anything new to read?
+
+Incremental jobs are scheduled often, and most runs find little or nothing new. Each run
+records how its sources can be planned without Spark (``Run.sources``) and a fingerprint
+of what decides it besides its input. The next run first plans those sources with
+delta-rs, the file listing and the bookmark state; when none has anything new it is
+recorded as ``skipped`` and ends there: no JVM, no target touched, bookmarks unchanged.
+
+It never skips when
+
+- the run is forced (``--force``), the job opts out (``skip_when_nothing_new: false`` in
+  its conf: jobs that do time-based work), or the bookmark mode is not enable;
+- the job's last run did not succeed (nor was skipped) in enable mode: it may need
+  recovery or a retry, or held its bookmarks;
+- the fingerprint differs from that run's: the job's conf, params or arguments, its code
+  (the ``.py`` files beside its module or script), the settings or deltamark's version;
+- a source that run read cannot be planned without Spark (an untracked file read, a
+  database without a Python driver here, a read with lookback), or planning one fails
+  (the run then reports the error itself).
+
+A skipped run publishes the run properties of the run it repeats, so that a workflow's
+downstream jobs get the same parameters (and can be skipped in turn).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from framework import __version__
+from framework.bookmark_history import BookmarkHistory
+from framework.config import Settings
+from framework.errors import DeltamarkError
+from framework.job_config import JobSpec
+from framework.sources import delta as delta_source
+from framework.sources import files, jdbc
+from state_tables.model import Run
+from state_tables.store import StateStore
+
+__all__ = ["Preflight", "fingerprint", "preflight"]
+
+log = logging.getLogger("deltamark.preflight")
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """``skip``: nothing is new since ``compared`` (the job's last run); ``reason`` says
+    what decided it, in words."""
+
+    skip: bool
+    reason: str
+    compared: Run | None = None
+
+
+def fingerprint(settings: Settings, spec: JobSpec, arguments: Mapping[str, str],
+                mode: str) -> str:
+    """A hash of what decides a run besides its input (see the module docstring)."""
+    digest = hashlib.sha256()
+    decided_by = {"deltamark": __version__, "mode": mode, "arguments": dict(arguments),
+                  "delta": settings.delta, "spark_conf": dict(settings.spark.conf),
+                  "connections": {k: dict(v) for k, v in settings.connections.items()},
+                  "buckets": {k: asdict(v) for k, v in settings.buckets.items()}}
+    digest.update(json.dumps(decided_by, sort_keys=True, default=str).encode())
+    for path in (spec.source, *_code_files(spec)):
+        digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _code_files(spec: JobSpec) -> list[Path]:
+    """The ``.py`` files beside the job's module (or Glue script): its code and helpers."""
+    module = getattr(spec.job_class, "script", None) or inspect.getsourcefile(spec.job_class)
+    if module is None:
+        return []
+    return sorted(Path(module).resolve().parent.glob("*.py"))
+
+
+def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str, mode: str,
+              force: bool, skip_when_nothing_new: bool,
+              connections: Callable[[str], jdbc.Connection]) -> Preflight:
+    """Plan the sources the job's last run read, without Spark, against the bookmarks.
+
+    Never raises for a source: one that cannot be planned here makes the run go ahead.
+    """
+    if force:
+        return Preflight(False, "forced (--force)")
+    if not skip_when_nothing_new:
+        return Preflight(False, "the job's conf says skip_when_nothing_new: false")
+    if mode != "enable":
+        return Preflight(False, f"bookmark mode {mode}: only enable runs are skipped")
+    last = store.last_run(spec.name)
+    if last is None:
+        return Preflight(False, "the job's first run")
+    if last.status not in ("succeeded", "skipped") or last.mode != "enable":
+        return Preflight(False, f"its last run ({last.run_seq}) is {last.status} in "
+                         f"{last.mode} mode, not a success in enable mode", last)
+    if last.fingerprint != fingerprint:
+        return Preflight(False, "the job's conf, arguments or code changed since its last "
+                         f"run ({last.run_seq})", last)
+    if not last.sources:
+        return Preflight(False, f"its last run ({last.run_seq}) read no source", last)
+    bookmarks = BookmarkHistory(store, spec.name)
+    for context, description in last.sources.items():
+        if description is None:
+            return Preflight(False, f"{context} cannot be planned before Spark starts", last)
+        try:
+            new = _new_items(context, description, bookmarks, connections)
+        except (DeltamarkError, OSError, ValueError) as exc:
+            log.info("preflight: %s not planned ahead: %s", context, exc)
+            return Preflight(False, f"{context} could not be planned ahead ({exc})", last)
+        if new is None:
+            return Preflight(False, f"{context} cannot be planned before Spark starts", last)
+        if new:
+            return Preflight(False, f"{context} has {new} new", last)
+    return Preflight(True, f"nothing new in {', '.join(last.sources)}", last)
+
+
+def _new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+               connections: Callable[[str], jdbc.Connection]) -> int | None:
+    """How much the source has that the context's bookmark has not seen (files, versions,
+    rows: 0 is nothing new); None when it cannot be told here."""
+    kind = description.get("kind")
+    if kind == files.SOURCE_KIND:
+        source = files.FileSource.from_description(description)
+        plan = files.plan_files(files.list_files(source), source,
+                                start=bookmarks.files(context), advance=False)
+        return len(plan.files)
+    if kind == delta_source.SOURCE_KIND:
+        return delta_source.versions_ahead(description, bookmarks.state(context, kind))
+    if kind == jdbc.SOURCE_KIND:
+        return jdbc.rows_ahead(description, bookmarks.state(context, kind), connections)
+    return None
