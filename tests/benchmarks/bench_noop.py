@@ -1,0 +1,114 @@
+"""A scheduled run that finds nothing new, as a scheduler starts it: a whole ``deltamark
+run`` process (the example ingest job over N processed files: skipped before Spark starts)
+against a whole Structured Streaming process (Trigger.AvailableNow on the same directory,
+its checkpoint up to date, writing through foreachBatch). Each side first processes the N
+files, then a batch of 100 new ones, untimed (as on a schedule: Structured Streaming
+re-plans its last batch when it starts, and a last batch of N files would cost it ~20 s);
+then each runs ROUNDS times, alternating. Target: ratio <= 0.2.
+
+DELTAMARK_BENCH_NOOP_FILES sets N (default 10,000).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.benchmarks.bench_incremental_files import land_local
+
+TARGET = 0.2
+ROUNDS = 5
+
+
+def stream(landing: str, checkpoint: str, target: str) -> None:
+    """One AvailableNow run of Structured Streaming's file source (its own process)."""
+    from pyspark.sql import functions as F
+
+    from framework.config import Settings, SparkSettings
+    from framework.delta import AppTransaction, delta_engine
+    from framework.spark import spark_session
+    from jobs.orders_ingest import ORDER_SCHEMA
+
+    spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
+    # Fair to Structured Streaming (as in bench_incremental_files): explicit file lists are
+    # checked in a listing job of up to 10,000 tasks unless told otherwise.
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+    engine = delta_engine(spark, "embedded")
+
+    def write_batch(df, batch_id: int) -> None:
+        engine.write(df, target, txn=AppTransaction("ss", batch_id + 1))
+
+    query = (spark.readStream.format("json").schema(ORDER_SCHEMA).load(landing)
+             .withColumn("source_file", F.col("_metadata.file_path"))
+             .writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
+def _process(command: list[str]) -> tuple[float, int]:
+    """Run ``command`` to the end: its wall time (s) and peak memory (KB, that process)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    out, err = child.communicate()
+    if status != 0:
+        raise SystemExit(f"bench_noop: {' '.join(command[2:])} failed:\n{err.decode()[-2000:]}")
+    return seconds, usage.ru_maxrss
+
+
+def main() -> None:
+    files = int(os.environ.get("DELTAMARK_BENCH_NOOP_FILES", 10_000))
+    scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-noop-"))
+    landing = str(scratch / "landing")
+    (scratch / "conf" / "jobs").mkdir(parents=True)
+    (scratch / "conf" / "deltamark.yaml").write_text(f"state_root: {scratch}/state\n")
+    (scratch / "conf" / "jobs" / "ingest.yaml").write_text(json.dumps({
+        "class": "jobs.orders_ingest:OrdersIngest",
+        "params": {"landing": landing, "target": str(scratch / "dm_target")}}))
+    python = sys.executable
+    deltamark = [python, "-m", "framework", "--conf-dir", str(scratch / "conf"), "run", "ingest"]
+    structured_streaming = [python, "-m", "tests.benchmarks.bench_noop", "stream", landing,
+                            str(scratch / "checkpoint"), str(scratch / "ss_target")]
+    try:
+        for start, count, age_s in ((0, files, 3600), (files, 100, 0)):
+            land_local(landing, start, count, age_s=age_s, empty=count == files)
+            _process(deltamark)  # both process the N files, then 100 new ones
+            _process(structured_streaming)
+        samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": []}
+        memory: list[int] = []
+        for _ in range(ROUNDS):
+            seconds, peak = _process(deltamark)
+            samples["deltamark"].append(seconds)
+            memory.append(peak)
+            samples["structured streaming"].append(_process(structured_streaming)[0])
+        from state_tables.store import StateStore
+
+        runs = StateStore(scratch / "state").runs("ingest")
+        statuses = [r.status for r in runs]
+        assert statuses == ["succeeded"] * 2 + ["skipped"] * ROUNDS, statuses
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    median = {side: statistics.median(values) for side, values in samples.items()}
+    ratio = median["deltamark"] / median["structured streaming"]
+    print(f"\nbench_noop: a run with nothing new among {files:,} processed files, whole "
+          f"processes, {os.cpu_count()} cores, median of {ROUNDS} (alternating)")
+    print(f"{'structured streaming':>22}{'deltamark':>11}{'ratio':>8}  target")
+    print(f"{median['structured streaming']:>21.2f}s{median['deltamark']:>10.2f}s"
+          f"{ratio:>8.2f}  <= {TARGET} {'ok' if ratio <= TARGET else 'MISSED'}")
+    print(f"  deltamark's no-op run: peak memory {max(memory) / 1024:.0f} MB (no JVM)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["stream"]:
+        stream(*sys.argv[2:5])
+    else:
+        main()
