@@ -59,28 +59,34 @@ class Preflight:
 
 
 def fingerprint(settings: Settings, spec: JobSpec, arguments: Mapping[str, str],
-                mode: str) -> str:
-    """A hash of what decides a run besides its input (see the module docstring)."""
+                mode: str) -> str | None:
+    """A hash of what decides a run besides its input (see the module docstring); None
+    when the job's code cannot be found (then its runs are never skipped)."""
+    code = _code_files(spec)
+    if code is None:
+        return None
     digest = hashlib.sha256()
     decided_by = {"deltamark": __version__, "mode": mode, "arguments": dict(arguments),
                   "delta": settings.delta, "spark_conf": dict(settings.spark.conf),
                   "connections": {k: dict(v) for k, v in settings.connections.items()},
                   "buckets": {k: asdict(v) for k, v in settings.buckets.items()}}
     digest.update(json.dumps(decided_by, sort_keys=True, default=str).encode())
-    for path in (spec.source, *_code_files(spec)):
+    for path in (spec.source, *code):
         digest.update(str(path).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
-def _code_files(spec: JobSpec) -> list[Path]:
+def _code_files(spec: JobSpec) -> list[Path] | None:
     """The ``.py`` files beside the job's module (or Glue script): its code and helpers."""
-    module = getattr(spec.job_class, "script", None) or inspect.getsourcefile(spec.job_class)
-    if module is None:
-        return []
-    return sorted(Path(module).resolve().parent.glob("*.py"))
+    try:
+        module = (getattr(spec.job_class, "script", None)
+                  or inspect.getsourcefile(spec.job_class))
+    except TypeError:  # a class without a source file
+        module = None
+    return None if module is None else sorted(Path(module).resolve().parent.glob("*.py"))
 
 
-def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str, mode: str,
+def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode: str,
               force: bool, skip_when_nothing_new: bool,
               connections: Callable[[str], jdbc.Connection]) -> Preflight:
     """Plan the sources the job's last run read, without Spark, against the bookmarks.
@@ -93,6 +99,8 @@ def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str, mode: str,
         return Preflight(False, "the job's conf says skip_when_nothing_new: false")
     if mode != "enable":
         return Preflight(False, f"bookmark mode {mode}: only enable runs are skipped")
+    if fingerprint is None:
+        return Preflight(False, "the job's code has no source file to compare")
     last = store.last_run(spec.name)
     if last is None:
         return Preflight(False, "the job's first run")
@@ -110,9 +118,10 @@ def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str, mode: str,
             return Preflight(False, f"{context} cannot be planned before Spark starts", last)
         try:
             new = _new_items(context, description, bookmarks, connections)
-        except (DeltamarkError, OSError, ValueError) as exc:
+        except Exception as exc:  # whatever the cause, the run itself decides and reports
             log.info("preflight: %s not planned ahead: %s", context, exc)
-            return Preflight(False, f"{context} could not be planned ahead ({exc})", last)
+            reason = exc if isinstance(exc, DeltamarkError | OSError) else type(exc).__name__
+            return Preflight(False, f"{context} could not be planned ahead ({reason})", last)
         if new is None:
             return Preflight(False, f"{context} cannot be planned before Spark starts", last)
         if new:

@@ -175,7 +175,7 @@ def run_job(
 
 
 def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mapping[str, str],
-          options: BookmarkOptions, fingerprint: str, store: StateStore, *, dry_run: bool,
+          options: BookmarkOptions, fingerprint: str | None, store: StateStore, *, dry_run: bool,
           started: float) -> RunReport:
     """Record (unless a dry run) a run that found nothing new: it repeats the last one's
     sources and run properties, and touches nothing else."""

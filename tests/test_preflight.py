@@ -3,6 +3,7 @@ reads nothing writes no empty target version."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -174,3 +175,12 @@ def test_a_run_that_reads_nothing_writes_no_target_version(ws, delta_path, sink)
     assert report.status == "succeeded" and report.outputs[ws.target]["written"] is False
     assert sorted(p.relative_to(ws.root) for p in (ws.root / "lake").rglob("*")) == before
     assert ws.store.last_run("copy").status == "succeeded"
+
+
+def test_a_damaged_source_description_makes_the_run_go_ahead(ws):
+    first_run(ws)
+    last = ws.store.last_run("copy")
+    ws.store.record_run(dataclasses.replace(  # as a damaged or hand-edited state would
+        last, run_id="forged", run_seq=2, sources={"src": {"kind": "files", "paths": 7}}))
+    report = ws.run()
+    assert report.status == "succeeded" and "could not be planned ahead" in report.preflight
