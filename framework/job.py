@@ -507,9 +507,11 @@ class JobContext:
                format: Literal["delta", "parquet"] = "delta") -> WriteResult:
         key = self._output_key(target)
         kind = dict(parquet.OUTPUT_TAG) if format == "parquet" else {}
-        empty = (mode != "overwrite" and not replace_where and self._reads
-                 and all(r.nothing for r in self._reads.values()))
-        if self.dry_run or not df.columns or (empty and df.isEmpty()):
+        # an append or merge of no rows changes nothing; an empty overwrite does
+        read_nothing = bool(self._reads) and all(r.nothing for r in self._reads.values())
+        adds_rows_only = mode != "overwrite" and not replace_where
+        if self.dry_run or not df.columns or (adds_rows_only and read_nothing
+                                              and df.isEmpty()):
             if not self.dry_run:
                 self.log.info("%s: no rows to write: no commit", target)
             self._outputs[key] = {"target": target, "written": False, **kind}
