@@ -30,6 +30,7 @@ __all__ = [
     "RunNotFoundError",
     "RunStateError",
     "SchemaMismatchError",
+    "ServerError",
     "SourceError",
     "SparkStartError",
     "StateHistoryError",
@@ -222,6 +223,15 @@ def _summary(cause: BaseException) -> str:
 
 class SparkStartError(DeltamarkError):
     """The Spark session could not start."""
+
+
+class ServerError(DeltamarkError):
+    """A deltamark server could not be started, reached or used; ``where`` names it (its
+    socket or directory), ``message`` says what and what to do."""
+
+    def __init__(self, where: str, message: str):
+        self.where, self.message = where, message
+        super().__init__(f"deltamark server {where}: {message}")
 
 
 class DeltaEngineUnavailableError(DeltamarkError):

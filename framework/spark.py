@@ -8,6 +8,9 @@ extension and catalog are configured whenever a delta-spark jar is on the sessio
 
 A local JVM also gets what the set-up prepared (``framework.local_jvm``): a local file
 system that sets permissions without chmod processes, and an archive of Spark's classes.
+
+A command that a deltamark server forked (``framework.server``) starts no JVM: it gets a
+session of its own in the server's.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from framework import jars, local_jvm, storage
+from framework import jars, local_jvm, server, storage
 from framework.config import Settings
 from framework.errors import SparkStartError
 
@@ -59,7 +62,9 @@ def spark_session(
 
     Python workers run ``spark.pyspark.python`` when the conf names it, else the driver's
     interpreter (otherwise they miss the virtualenv's pyarrow). The conf is
-    ``session_conf``'s.
+    ``session_conf``'s. In a command a deltamark server forked, the session is a new one
+    in the server's JVM, whose master, name and static conf are the server's; its Spark
+    jobs carry the command's tag, so that the server can cancel them.
 
     Args:
         settings: loaded settings (``spark.master``, ``spark.app_name``, ``spark.conf``).
@@ -67,6 +72,7 @@ def spark_session(
 
     Raises:
         SparkStartError: the JVM did not start; the message says what to check.
+        ServerError: the server that forked this command could not start its JVM.
     """
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
@@ -83,6 +89,10 @@ def spark_session(
         os.environ["PYSPARK_PYTHON"] = sys.executable
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if (gateway := server.spark_gateway()) is not None:
+        from framework.server.session import session_in_server
+
+        return session_in_server(gateway)
     builder = SparkSession.builder.master(master).appName(
         app_name or settings.spark.app_name
     )

@@ -233,3 +233,39 @@ class LabelledCopy(IncrementalJob):
         labelled = F.udf(label)
         ctx.write_delta(read(ctx).withColumn("label", labelled("id")),
                         ctx.params["target"])
+
+
+class SparkProbe(IncrementalJob):
+    """A workflow step on Spark: records which JVM ran it and what it saw of the others'
+    sessions (``<out>/<job>.json``), then leaves a SQL conf and a temporary view behind.
+    ``kill_jvm=true``: SIGKILL its JVM first, as the OOM killer would; ``stop=true``:
+    ``spark.stop()`` at the end; ``busy_s``: a Spark job of that long first;
+    ``wait_idle=true``: first wait (up to 20 s) until no Spark job runs in the JVM."""
+
+    def run(self, ctx):
+        import os
+        import signal
+        import time
+
+        spark, p = ctx.spark, ctx.params
+        jvm = spark.sparkContext._jvm
+        if p.get("kill_jvm") == "true":
+            os.kill(jvm.java.lang.ProcessHandle.current().pid(), signal.SIGKILL)
+        if "busy_s" in p:
+            seconds = float(p["busy_s"])
+            spark.range(2, numPartitions=2).rdd.map(lambda _: time.sleep(seconds)).count()
+        waited = time.monotonic()
+        while (p.get("wait_idle") == "true" and time.monotonic() - waited < 20
+               and spark.sparkContext.statusTracker().getActiveJobsIds()):
+            time.sleep(0.2)
+        seen = {"jvm": jvm.java.lang.ProcessHandle.current().pid(),
+                "app": spark.sparkContext.applicationId,
+                "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+                "views": sorted(t.name for t in spark.catalog.listTables() if t.isTemporary),
+                "active_jobs": list(spark.sparkContext.statusTracker().getActiveJobsIds()),
+                "waited_s": time.monotonic() - waited}
+        Path(p["out"], f"{ctx.job_name}.json").write_text(json.dumps(seen))
+        spark.conf.set("spark.sql.shuffle.partitions", "3")
+        spark.range(1).createOrReplaceTempView(f"left_by_{ctx.job_name}")
+        if p.get("stop") == "true":
+            spark.stop()

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 __all__ = ["BROKEN_RULES_COLUMN", "RuleOutcome", "action", "build_expectation", "evaluate",
-           "mark"]
+           "import_great_expectations", "mark"]
 
 Outcome = Literal["passed", "failed", "error"]
 Action = Literal["written", "warned", "quarantined", "rejected"]
@@ -67,7 +67,7 @@ def build_expectation(name: str, kwargs: Mapping[str, Any], *, meta: Mapping[str
     Raises:
         ValueError: no such expectation. GX's own errors for bad arguments.
     """
-    expectations = _gx().expectations
+    expectations = import_great_expectations().expectations
     cls = getattr(expectations, name, None)
     if not isinstance(cls, type):
         raise ValueError(f"great-expectations has no expectation {name}")
@@ -143,7 +143,7 @@ def mark(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
 def _validate(df: DataFrame, expectations: Sequence[tuple[str, str]], *, partial: int
               ) -> dict[tuple[str, str], Any]:
     """Run ``expectations`` (keys from ``_key``) in one GX validation: results by key."""
-    gx = _gx()
+    gx = import_great_expectations()
     context = gx.get_context(mode="ephemeral", project_config=_project_config())
     batch = (context.data_sources.add_spark("deltamark", persist=False)
              .add_dataframe_asset("rows").add_batch_definition_whole_dataframe("all"))
@@ -184,7 +184,8 @@ def _project_config() -> Any:
                              progress_bars=ProgressBarsConfig(globally=False))
 
 
-def _gx() -> Any:
+def import_great_expectations() -> Any:
+    """The great_expectations module, imported on first use (it takes seconds)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations
 

@@ -1,8 +1,10 @@
 """Run a workflow's graph on this machine; resume a workflow run.
 
-Each job runs as ``deltamark run JOB --json`` in its own process (its own Spark), so a
-time limit can stop it and a failure cannot take the others down. Up to
-``max_concurrency`` run at once. When a job ends, every trigger watching it is looked at:
+Each job runs as ``deltamark run JOB --json`` in its own process, so a time limit can
+stop it and a failure cannot take the others down; the processes share one Spark JVM:
+they are forked by a deltamark server (``framework.server``), the kept one for these
+settings if it runs, else one private to the workflow run. Up to ``max_concurrency`` run
+at once. When a job ends, every trigger watching it is looked at:
 one whose conditions hold starts its jobs; one whose conditions can no longer hold marks
 its jobs SKIPPED (and so on downstream). Every state change is a row in the
 ``workflow_runs`` state table.
@@ -10,20 +12,22 @@ its jobs SKIPPED (and so on downstream). Every state change is a row in the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Literal
+from typing import IO, Literal
 
 from framework.config import Settings
-from framework.errors import WorkflowError
+from framework.errors import ServerError, WorkflowError
+from framework.server import Server, ServerProcess, driver_memory, find_server, private_server
 from framework.workflows.definition import Trigger, Workflow, load_workflow
 from state_tables.model import WorkflowNode
 from state_tables.store import StateStore
@@ -122,13 +126,14 @@ class _Run:
 
     def go(self) -> WorkflowReport:
         running: set[Future[WorkflowNode]] = set()
-        with ThreadPoolExecutor(max_workers=self.workflow.max_concurrency) as pool:
+        with self._server() as server, ThreadPoolExecutor(
+                max_workers=self.workflow.max_concurrency) as pool:
             try:
                 ready = self._settle()
                 while ready or running:
                     for job, trigger in ready:
                         node = self._start(job, trigger)
-                        running.add(pool.submit(self._execute, node))
+                        running.add(pool.submit(self._execute, server, node))
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
                         running.discard(future)
@@ -142,6 +147,14 @@ class _Run:
         nodes = tuple(self.nodes[job] for job in self.workflow.jobs if job in self.nodes)
         return WorkflowReport(self.workflow.name, self.id, nodes, dict(self.properties),
                               self.resumed_from)
+
+    def _server(self) -> contextlib.AbstractContextManager[Server]:
+        """The kept server for these settings if one runs, else one for this run whose JVM
+        has the memory of as many JVMs as jobs may run at once."""
+        if (kept := find_server(self.settings)) is not None:
+            return contextlib.nullcontext(kept)
+        memory = driver_memory(self.settings, jobs=self.workflow.max_concurrency)
+        return private_server(self.settings, memory=memory)
 
     def _finish(self, node: WorkflowNode) -> None:
         if node.run_id is None:  # it failed: its run is the job's latest, if it got that far
@@ -199,30 +212,26 @@ class _Run:
         self._record([node])
         return node
 
-    def _execute(self, node: WorkflowNode) -> WorkflowNode:
-        """Run the node's job in its own process, within its time limit."""
+    def _execute(self, server: Server, node: WorkflowNode) -> WorkflowNode:
+        """Run the node's job in a process of its own, within its time limit."""
         settings = self.settings
-        command = [sys.executable, "-m", "framework", "--conf-dir", str(settings.conf_dir),
-                   "--state-root", str(settings.state_root), "run",
+        command = ["--conf-dir", str(settings.conf_dir), "--state-root",
+                   str(settings.state_root), "run",
                    *self.workflow.jobs[node.job].run_arguments(), "--json",
                    *(f"--arg={k}={v}" for k, v in {**node.arguments,
                                                    **node.run_properties}.items())]
         limit = self.workflow.jobs[node.job].timeout_minutes
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   text=True, start_new_session=True)
-        _CHILDREN.add(process)
-        try:
-            out, err = process.communicate(timeout=limit * 60 if limit else None)
-            state = ("SUCCEEDED" if process.returncode == 0 else "FAILED"
-                     if process.returncode > 0 else "STOPPED")
-            error = None if state == "SUCCEEDED" else _last_error(err, process.returncode)
-        except subprocess.TimeoutExpired:
-            _stop(process)
-            out, state = "", "TIMEOUT"
-            error = f"stopped after its time limit of {limit:g} minutes"
-        finally:
-            _CHILDREN.discard(process)
-        report = _report(out)
+        with (open(os.devnull) as stdin, tempfile.TemporaryFile("w+") as stdout,
+              tempfile.TemporaryFile("w+") as stderr):
+            try:
+                process = server.run(command, env=os.environ, cwd=os.getcwd(),
+                                     stdin=stdin.fileno(), stdout=stdout.fileno(),
+                                     stderr=stderr.fileno())
+            except ServerError as exc:
+                state, error = "FAILED", str(exc)
+            else:
+                state, error = _outcome(process, limit, stderr)
+            report = {} if state == "TIMEOUT" else _report(_text(stdout))
         return replace(node, state=state, run_id=report.get("run_id"),
                        ended_at=datetime.now(UTC), properties=report.get("properties") or {},
                        error=error, updated_at=None)
@@ -233,21 +242,39 @@ class _Run:
         self.store.record_workflow_nodes(nodes)
 
 
-_CHILDREN: set[subprocess.Popen[str]] = set()
+_CHILDREN: set[ServerProcess] = set()
 
 
-def _stop(process: subprocess.Popen[str]) -> None:
+def _outcome(process: ServerProcess, limit: float | None,
+             stderr: IO[str]) -> tuple[str, str | None]:
+    """Wait for the job's process within its time limit (minutes): its state and error."""
+    _CHILDREN.add(process)
+    try:
+        code = process.wait(timeout=limit * 60 if limit else None)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        return "TIMEOUT", f"stopped after its time limit of {limit:g} minutes"
+    except ServerError as exc:
+        return "FAILED", str(exc)
+    finally:
+        _CHILDREN.discard(process)
+    if code == 0:
+        return "SUCCEEDED", None
+    return "FAILED" if code > 0 else "STOPPED", _last_error(_text(stderr), code)
+
+
+def _stop(process: ServerProcess) -> None:
     """SIGTERM the job's process group, SIGKILL it if it lingers."""
     for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, None)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
+        process.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired, ServerError):
+            process.wait(timeout=wait_s)
             return
-        try:
-            process.communicate(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+
+
+def _text(file: IO[str]) -> str:
+    file.seek(0)
+    return file.read()
 
 
 def _stop_all() -> None:

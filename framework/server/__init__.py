@@ -1,0 +1,21 @@
+"""deltamark servers: one warm Spark JVM shared by the deltamark commands they fork.
+
+A workflow run starts a private server, so its jobs start Spark once; ``deltamark server
+start`` keeps one between runs, which ``deltamark run`` and workflow runs then use. See
+``framework.server.process`` for what a server does, ``framework.server.wire`` for how
+it is found.
+"""
+
+from framework.server.client import (
+    Server,
+    ServerProcess,
+    driver_memory,
+    find_server,
+    private_server,
+    running_servers,
+    spark_gateway,
+    start_server,
+)
+
+__all__ = ["Server", "ServerProcess", "driver_memory", "find_server", "private_server",
+           "running_servers", "spark_gateway", "start_server"]

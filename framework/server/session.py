@@ -1,0 +1,49 @@
+"""The Spark session of a command that a deltamark server forked: a session of its own in
+the server's JVM (its SQL conf, temporary views and functions are its own; the
+SparkContext, cached data and the JVM's memory are shared)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from pyspark import SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import SparkSession
+
+__all__ = ["session_in_server"]
+
+log = logging.getLogger("deltamark.spark")
+
+
+class SharedContext(SparkContext):
+    """The server's SparkContext as a command sees it: the server's other commands share
+    it, so ``stop()`` leaves it running."""
+
+    def stop(self) -> None:
+        log.info("spark.stop(): this Spark is the deltamark server's, shared with its other "
+                 "commands; it goes on")
+
+
+def session_in_server(gateway: Mapping[str, Any]) -> SparkSession:
+    """This command's session in the server's JVM, from the ``gateway`` the server gave
+    (port, secret, and the tag its Spark jobs carry so the server can cancel them). Once
+    per process: later calls return the same session."""
+    if (attached := SparkSession.getActiveSession()) is not None:
+        return attached
+    connection = {"PYSPARK_GATEWAY_PORT": str(gateway["port"]),
+                  "PYSPARK_GATEWAY_SECRET": gateway["secret"]}
+    os.environ.update(connection)
+    try:
+        java = launch_gateway()  # connects to the running JVM the environment names
+    finally:  # not for the processes this one starts
+        for name in connection:
+            del os.environ[name]
+    jvm = java.jvm
+    shared = jvm.org.apache.spark.sql.SparkSession.builder().getOrCreate()
+    context = SharedContext(gateway=java, jsc=jvm.JavaSparkContext(shared.sparkContext()))
+    context.addJobTag(gateway["tag"])
+    context.setInterruptOnCancel(True)
+    return SparkSession(context, jsparkSession=shared.newSession())
