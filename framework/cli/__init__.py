@@ -4,12 +4,13 @@ Exit codes: 0 success, 1 runtime error (one line on stderr), 2 usage error.
 Read-only commands never import pyspark, so they start no JVM.
 """
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from framework.cli import bookmarks, dq, runs, watermarks, workflow
+from framework.cli import bookmarks, dq, runs, server, watermarks, workflow
 from framework.cli._common import CliOptions
 from framework.cli.run import run
 from framework.cli.sql import sql
@@ -27,6 +28,7 @@ app.add_typer(bookmarks.app, name="bookmarks")
 app.add_typer(watermarks.app, name="watermarks")
 app.add_typer(dq.app, name="dq")
 app.add_typer(workflow.app, name="workflow")
+app.add_typer(server.app, name="server")
 app.command("run")(run)
 app.command("sql")(sql)
 
@@ -41,8 +43,15 @@ def _global_options(
     )] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
 ) -> None:
-    ctx.obj = CliOptions(conf_dir=conf_dir, state_root=state_root, debug=debug)
+    ctx.obj = CliOptions(conf_dir=conf_dir, state_root=state_root, debug=debug,
+                         argv=_ARGV)
+
+
+#: the command line of this process, when it is the ``deltamark`` command (``main``)
+_ARGV: tuple[str, ...] | None = None
 
 
 def main() -> None:
+    global _ARGV
+    _ARGV = tuple(sys.argv[1:])
     app()

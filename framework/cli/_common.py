@@ -22,6 +22,9 @@ class CliOptions:
     conf_dir: Path | None
     state_root: str | None
     debug: bool
+    #: the process's command line when it is the ``deltamark`` command itself (not a
+    #: caller of the app in-process): what a command hands to a deltamark server
+    argv: tuple[str, ...] | None = None
 
     def settings(self) -> Settings:
         return load_settings(conf_dir=self.conf_dir, state_root=self.state_root)

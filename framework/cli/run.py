@@ -2,6 +2,8 @@
 
 import json
 import logging
+import os
+import signal
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -9,6 +11,7 @@ from typing import Annotated
 import typer
 
 from framework.cli._common import library_errors, options
+from framework.config import Settings
 from framework.runner import RunReport, run_job
 from framework.sinks import parquet
 
@@ -38,18 +41,45 @@ def run(
              "without starting Spark).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks."""
+    """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks.
+
+    When a deltamark server runs for this directory (deltamark server start), the run is
+    a process it forks, with this one's arguments, environment and terminal.
+    """
     args = dict(key_value(a) for a in arg or [])
     job = job or args.get("JOB_NAME") or (script.stem if script else None)
     if job is None:
         raise typer.BadParameter("name the job (or give --script)", param_hint="JOB")
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("deltamark").setLevel(logging.INFO)
+    cli = options(ctx)
     with library_errors(ctx):
-        report = run_job(options(ctx).settings(), job, bookmark=bookmark,
+        settings = cli.settings()
+        if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
+            raise typer.Exit(code)
+        report = run_job(settings, job, bookmark=bookmark,
                          bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
                          dry_run=dry_run, force=force, script=script)
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
+
+
+def _on_server(settings: Settings, argv: tuple[str, ...]) -> int | None:
+    """Run this command on the kept server for ``settings``, if one runs: its exit code
+    (128 + N for signal N). Signals this process gets are passed on to it."""
+    from framework.server import find_server
+
+    if (server := find_server(settings)) is None:
+        return None
+    process = server.run(argv, env=os.environ, cwd=os.getcwd(), stdin=0, stdout=1, stderr=2)
+    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, lambda signum, _: process.send_signal(signum))
+                for sig in forwarded}
+    try:
+        code = process.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code
 
 
 def key_value(text: str) -> tuple[str, str]:
