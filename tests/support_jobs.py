@@ -236,8 +236,9 @@ class LabelledCopy(IncrementalJob):
 
 
 class SparkProbe(IncrementalJob):
-    """A workflow step on Spark: records which JVM ran it and what it saw of the others'
-    sessions (``<out>/<job>.json``), then leaves a SQL conf and a temporary view behind.
+    """A workflow step on Spark: records which JVM ran it, what it saw of the others'
+    sessions and how many objects py4j holds in that JVM (``<out>/<job>.json``), then
+    leaves a SQL conf, a temporary view and some DataFrames behind.
     ``kill_jvm=true``: SIGKILL its JVM first, as the OOM killer would; ``stop=true``:
     ``spark.stop()`` at the end; ``busy_s``: a Spark job of that long first;
     ``wait_idle=true``: first wait (up to 20 s) until no Spark job runs in the JVM."""
@@ -258,14 +259,20 @@ class SparkProbe(IncrementalJob):
         while (p.get("wait_idle") == "true" and time.monotonic() - waited < 20
                and spark.sparkContext.statusTracker().getActiveJobsIds()):
             time.sleep(0.2)
+        from py4j.java_gateway import JavaObject
+
+        gateway = JavaObject("GATEWAY_SERVER", spark.sparkContext._gateway._gateway_client)
         seen = {"jvm": jvm.java.lang.ProcessHandle.current().pid(),
+                "jvm_objects": gateway.getGateway().getBindings().size(),
                 "app": spark.sparkContext.applicationId,
                 "partitions": spark.conf.get("spark.sql.shuffle.partitions"),
                 "views": sorted(t.name for t in spark.catalog.listTables() if t.isTemporary),
                 "active_jobs": list(spark.sparkContext.statusTracker().getActiveJobsIds()),
                 "waited_s": time.monotonic() - waited}
         Path(p["out"], f"{ctx.job_name}.json").write_text(json.dumps(seen))
+        frames = [spark.range(i).selectExpr("id", "id * 2 AS twice") for i in range(20)]
         spark.conf.set("spark.sql.shuffle.partitions", "3")
         spark.range(1).createOrReplaceTempView(f"left_by_{ctx.job_name}")
         if p.get("stop") == "true":
             spark.stop()
+        return frames

@@ -73,6 +73,8 @@ def test_a_workflow_run_starts_spark_once_and_each_job_has_its_own_session(proje
     for job in "bc":  # what the job before set in its session is not in this one's
         assert seen(ws, job)["partitions"] == "8"
         assert seen(ws, job)["views"] == []
+    # what a job held in the JVM (its session, its DataFrames) went with it
+    assert seen(ws, "c")["jvm_objects"] <= seen(ws, "b")["jvm_objects"] + 5
     assert not _alive(jvms.pop())  # the run's server stopped its JVM at the end
     runs = [ws.store.last_run(j) for j in "abc"]
     assert [r.status for r in runs] == ["succeeded"] * 3

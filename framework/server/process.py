@@ -387,6 +387,8 @@ def _command(request: Mapping[str, Any], fds: Sequence[int], address: Path) -> i
         traceback.print_exc()
         code = 1
     finally:  # what the interpreter does at exit, before os._exit
+        if (session := sys.modules.get("framework.server.session")) is not None:
+            session.release_session()  # it used the server's JVM
         threading._shutdown()  # type: ignore[attr-defined]
         atexit._run_exitfuncs()
         sys.stdout.flush()

@@ -9,11 +9,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from py4j.finalizer import ThreadSafeFinalizer
 from pyspark import SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-__all__ = ["session_in_server"]
+__all__ = ["release_session", "session_in_server"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -47,3 +48,26 @@ def session_in_server(gateway: Mapping[str, Any]) -> SparkSession:
     context.addJobTag(gateway["tag"])
     context.setInterruptOnCancel(True)
     return SparkSession(context, jsparkSession=shared.newSession())
+
+
+def release_session() -> None:
+    """Free the JVM objects this command still holds, its session, DataFrames and plans
+    among them (call it as it ends). py4j frees a JVM object when its proxy here is
+    collected, through a queue that a thread of this process empties; a process that ends
+    does neither, and the server's JVM would keep them for good (~2 MB a job)."""
+    context = SparkContext._active_spark_context
+    if not isinstance(context, SharedContext):
+        return
+    client = context._gateway._gateway_client
+    targets = [proxy._target_id for ref in list(ThreadSafeFinalizer.finalizers.values())
+               if (proxy := ref()) is not None]
+    ThreadSafeFinalizer.clear_finalizers(clear_all=True)
+    while True:  # what was collected and is not freed yet
+        try:
+            queued = client.finalizer_deque.pop()
+        except IndexError:
+            break
+        if isinstance(queued, tuple):  # (client, target id); else the worker's stop mark
+            targets.append(queued[1])
+    for target in targets:
+        client.garbage_collect_object(target, enqueue=False)
