@@ -383,3 +383,29 @@ def test_watermarks_with_the_state_root_on_s3(ws, bucket):
     assert mark.value.replace(tzinfo=None) == at + dt.timedelta(minutes=9)
     target = DeltaTable(f"{bucket}/lake/t", storage_options=storage.delta_options(bucket))
     assert sorted(target.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [0, 5, 9]
+
+
+def test_a_workflow_run_s_jobs_read_and_write_s3_on_its_server(ws, bucket):
+    """The workflow run's server, and the JVM its jobs share, take the run's AWS
+    environment."""
+    from framework.workflows import run_workflow
+
+    state_on_s3(ws, bucket)
+    landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
+    ws.declare(name="copy", landing=landing, target=target)
+    ws.declare(name="probe", cls="SparkProbe", out=str(ws.root))
+    (ws.conf / "workflows").mkdir()
+    (ws.conf / "workflows" / "s3_flow.yaml").write_text(yaml.safe_dump({
+        "jobs": {"copy": {}, "probe": {}},
+        "triggers": [{"start": ["copy"]},
+                     {"when": {"all": [{"copy": "SUCCEEDED"}]}, "start": ["probe"]}]}))
+    land(landing, 1)
+    land(landing, 2)
+    report = run_workflow(ws.settings, "s3_flow")
+    assert [n.state for n in report.nodes] == ["SUCCEEDED", "SUCCEEDED"], report.nodes
+    table = DeltaTable(target, storage_options=storage.delta_options(target))
+    assert sorted(table.to_pyarrow_dataset().to_table(columns=["id"])["id"].to_pylist()) == [
+        100, 101, 102, 200, 201, 202]
+    store = StateStore(f"{bucket}/state")
+    assert [r.status for job in ("copy", "probe") for r in store.runs(job)] == [
+        "succeeded"] * 2
