@@ -43,15 +43,10 @@ def _global_options(
     )] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
 ) -> None:
+    # ctx.obj: the command line main() was given (None for a caller of the app)
     ctx.obj = CliOptions(conf_dir=conf_dir, state_root=state_root, debug=debug,
-                         argv=_ARGV)
-
-
-#: the command line of this process, when it is the ``deltamark`` command (``main``)
-_ARGV: tuple[str, ...] | None = None
+                         argv=ctx.obj)
 
 
 def main() -> None:
-    global _ARGV
-    _ARGV = tuple(sys.argv[1:])
-    app()
+    app(obj=tuple(sys.argv[1:]))

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from framework.config import Settings, load_settings
-from framework.errors import DeltamarkError
+from framework.errors import DeltamarkError, ServerError
 from framework.server.wire import ADDRESS_ENV, Lines, key, send
 
 #: what every forked command would import: imported once, here
@@ -56,6 +56,27 @@ PRELOAD_FOR_JOBS = ("great_expectations",)
 
 #: a command's Spark jobs carry this tag followed by its pid
 JOB_TAG = "deltamark-command-"
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a client asks to run: deltamark's arguments, with its environment, in its
+    working directory."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    cwd: str
+
+    @classmethod
+    def of(cls, message: Mapping[str, Any]) -> _Request:
+        """Raises KeyError, TypeError or ValueError when ``message`` is not one."""
+        argv, env, cwd = message["argv"], message["env"], message["cwd"]
+        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+                and isinstance(env, dict)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+                and isinstance(cwd, str)):
+            raise TypeError("argv: a list of strings, env: strings by name, cwd: a string")
+        return cls(tuple(argv), env, cwd)
 
 
 @dataclass
@@ -92,7 +113,7 @@ class Server:
         self.commands: dict[int, _Command] = {}
         self.jvm: _Jvm | None = None
         self.jvm_starts = self.commands_run = 0
-        self.stopping = False
+        self.stopping = self.terminated = False
         self.idle_since = self.started
         self.selector = selectors.DefaultSelector()
         self.clients: dict[int, Lines] = {}  # by file descriptor
@@ -100,18 +121,24 @@ class Server:
         self.wakeup_r, self.wakeup_w = os.pipe()
 
     def serve(self) -> None:
-        """Listen, preload, then answer requests until stopped."""
+        """Listen, preload, then answer requests until stopped.
+
+        Raises:
+            ServerError: another server answers at this address.
+        """
+        if _answers(self.address):
+            raise ServerError(str(self.address), "another server answers there")
         self.address.unlink(missing_ok=True)  # a stale socket of a server that died
         self.listener.bind(str(self.address))
         self.listener.listen(64)
-        _preload(PRELOAD if self.private else (*PRELOAD, *PRELOAD_FOR_JOBS))  # clients
-        # connecting meanwhile wait in the backlog
+        # clients connecting meanwhile wait in the backlog
+        _preload(PRELOAD if self.private else (*PRELOAD, *PRELOAD_FOR_JOBS))
         self.idle_since = time.time()
         for fd in (self.wakeup_r, self.wakeup_w):
             os.set_blocking(fd, False)
         signal.set_wakeup_fd(self.wakeup_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        signal.signal(signal.SIGTERM, lambda *_: self._stop(now=False))
+        signal.signal(signal.SIGTERM, lambda *_: setattr(self, "terminated", True))
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         self.selector.register(self.listener, selectors.EVENT_READ, self._accept)
         self.selector.register(self.wakeup_r, selectors.EVENT_READ, self._reap)
@@ -121,6 +148,8 @@ class Server:
         while not (self.stopping and not self.commands):
             for selected, _ in self.selector.select(self._timeout()):
                 selected.data(selected.fileobj)
+            if self.terminated and not self.stopping:
+                self._stop(now=False)
             if (not self.stopping and self.idle_minutes and not self.commands
                     and time.time() - self.idle_since > self.idle_minutes * 60):
                 _log(f"idle for {self.idle_minutes:g} minutes")
@@ -142,23 +171,35 @@ class Server:
         except ValueError:  # not JSON: not a client of ours
             messages, lines.closed = [], True
         for message in messages:
-            op = message.get("op")
-            if op == "run":
-                self._run(client, message, lines.fds)
-                lines.fds = []
-            elif op == "signal":
-                self._signal(client, int(message["signal"]))
-            elif op == "spark":
-                self._spark(client, int(message["pid"]))
-            elif op == "status":
-                self._reply(client, self._status())
-            elif op == "stop":
-                self._stop(now=bool(message.get("now")))
-                self._reply(client, {"stopping": True, "commands": len(self.commands)})
+            try:
+                self._answer(client, message, lines)
+            except (KeyError, TypeError, ValueError) as exc:  # not a request of ours
+                self._reply(client, {"error": f"bad request ({type(exc).__name__}: {exc})"})
+                lines.closed = True
+                break
         if lines.closed:
+            for fd in lines.fds:
+                os.close(fd)
             self._disconnect(client)
 
-    def _run(self, client: socket.socket, request: Mapping[str, Any], fds: list[int]) -> None:
+    def _answer(self, client: socket.socket, message: Mapping[str, Any], lines: Lines) -> None:
+        op = message["op"]
+        if op == "run":
+            fds, lines.fds = lines.fds, []
+            self._run(client, _Request.of(message), fds)
+        elif op == "signal":
+            self._signal(client, int(message["signal"]))
+        elif op == "spark":
+            self._spark(client, int(message["pid"]))
+        elif op == "status":
+            self._reply(client, self._status())
+        elif op == "stop":
+            self._stop(now=bool(message.get("now")))
+            self._reply(client, {"stopping": True, "commands": len(self.commands)})
+        else:
+            raise ValueError(f"no operation {op!r}")
+
+    def _run(self, client: socket.socket, request: _Request, fds: list[int]) -> None:
         if self.stopping or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
@@ -168,10 +209,10 @@ class Server:
         pid = self._fork(lambda: _command(request, fds, self.address))
         for fd in fds:
             os.close(fd)
-        self.commands[pid] = _Command(pid, client, request["argv"])
+        self.commands[pid] = _Command(pid, client, request.argv)
         self.commands_run += 1
         send(client, {"pid": pid})
-        _log(f"command {pid}: deltamark {' '.join(request['argv'])}")
+        _log(f"command {pid}: deltamark {' '.join(request.argv)}")
 
     def _signal(self, client: socket.socket, signum: int) -> None:
         for command in self.commands.values():
@@ -363,7 +404,7 @@ class Server:
         os.close(self.wakeup_w)
 
 
-def _command(request: Mapping[str, Any], fds: Sequence[int], address: Path) -> int:
+def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
     """In a forked child: run the deltamark command of ``request`` as its own process
     would, with ``fds`` as stdin, stdout and stderr. Returns its exit code."""
     os.setsid()
@@ -371,16 +412,16 @@ def _command(request: Mapping[str, Any], fds: Sequence[int], address: Path) -> i
         os.dup2(fd, target)
         os.close(fd)
     sys.stdout.reconfigure(line_buffering=sys.stdout.isatty())
-    os.chdir(request["cwd"])
     os.environ.clear()
-    os.environ.update(request["env"])
+    os.environ.update(request.env)
     os.environ[ADDRESS_ENV] = str(address)
-    sys.argv = ["deltamark", *request["argv"]]
+    sys.argv = ["deltamark", *request.argv]
     code: int | str | None = 0
     try:
         from framework.cli import app
 
-        app(args=list(request["argv"]), prog_name="deltamark")
+        os.chdir(request.cwd)
+        app(args=list(request.argv), prog_name="deltamark")
     except SystemExit as ended:
         code = ended.code
     except BaseException:  # what an uncaught exception would print
@@ -447,6 +488,15 @@ def _preload(modules: Sequence[str]) -> None:
             importlib.import_module(module)
 
 
+def _answers(address: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(address))
+        except OSError:
+            return False
+    return True
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -480,12 +530,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.pop(ADDRESS_ENV, None)  # this process's Spark is its own
     try:
         settings = load_settings(conf_dir=options.conf_dir, state_root=options.state_root)
+        Server(settings, options.socket, driver_memory=options.driver_memory,
+               idle_minutes=options.idle_minutes, private=options.private).serve()
     except DeltamarkError as exc:
         _log(f"error: {exc}")
         sys.exit(1)
-    server = Server(settings, options.socket, driver_memory=options.driver_memory,
-                    idle_minutes=options.idle_minutes, private=options.private)
-    server.serve()
 
 
 if __name__ == "__main__":
