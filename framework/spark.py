@@ -9,8 +9,8 @@ extension and catalog are configured whenever a delta-spark jar is on the sessio
 A local JVM also gets what the set-up prepared (``framework.local_jvm``): a local file
 system that sets permissions without chmod processes, and an archive of Spark's classes.
 
-A command that a deltamark server forked (``framework.server``) starts no JVM: it gets a
-session of its own in the server's.
+A command that a deltamark server forked (``framework.server``) starts no JVM: the server
+has it take a session of its own in the server's (``sessions_from``).
 """
 
 from __future__ import annotations
@@ -19,17 +19,17 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from framework import jars, local_jvm, server, storage
+from framework import jars, local_jvm, storage
 from framework.config import Settings
 from framework.errors import SparkStartError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["session_conf", "spark_session", "temporary_conf"]
+__all__ = ["session_conf", "sessions_from", "spark_session", "temporary_conf"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -62,9 +62,9 @@ def spark_session(
 
     Python workers run ``spark.pyspark.python`` when the conf names it, else the driver's
     interpreter (otherwise they miss the virtualenv's pyarrow). The conf is
-    ``session_conf``'s. In a command a deltamark server forked, the session is a new one
-    in the server's JVM, whose master, name and static conf are the server's; its Spark
-    jobs carry the command's tag, so that the server can cancel them.
+    ``session_conf``'s. In a command a deltamark server forked, the session is the one
+    the server's provider gives (``sessions_from``): a new session in the server's JVM,
+    whose master, name and static conf are the server's.
 
     Args:
         settings: loaded settings (``spark.master``, ``spark.app_name``, ``spark.conf``).
@@ -89,10 +89,8 @@ def spark_session(
         os.environ["PYSPARK_PYTHON"] = sys.executable
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if (gateway := server.spark_gateway()) is not None:
-        from framework.server.session import session_in_server
-
-        return session_in_server(gateway)
+    if _provider is not None:
+        return _provider()
     builder = SparkSession.builder.master(master).appName(
         app_name or settings.spark.app_name
     )
@@ -106,6 +104,17 @@ def spark_session(
         raise SparkStartError(_gateway_hint(merged)) from exc
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+#: where this process's sessions come from instead (``sessions_from``)
+_provider: Callable[[], SparkSession] | None = None
+
+
+def sessions_from(provider: Callable[[], SparkSession]) -> None:
+    """Have ``spark_session`` return ``provider()`` in this process from now on (a
+    deltamark server does, in the commands it forks: a session in its JVM)."""
+    global _provider
+    _provider = provider
 
 
 def session_conf(settings: Settings, *, master: str,

@@ -13,9 +13,8 @@ from framework.server.client import (
     find_server,
     private_server,
     running_servers,
-    spark_gateway,
     start_server,
 )
 
 __all__ = ["Server", "ServerProcess", "driver_memory", "find_server", "private_server",
-           "running_servers", "spark_gateway", "start_server"]
+           "running_servers", "start_server"]

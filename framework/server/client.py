@@ -197,16 +197,14 @@ def private_server(settings: Settings, *, memory: str) -> Iterator[Server]:
                 process.wait()
 
 
-def spark_gateway() -> dict[str, Any] | None:
+def spark_gateway() -> dict[str, Any]:
     """In a command a server forked: its JVM's gateway (port, secret and the tag for this
-    command's Spark jobs), started if need be. None elsewhere.
+    command's Spark jobs), started if need be.
 
     Raises:
         ServerError: the server could not start its JVM (the message says why).
     """
-    address = os.environ.get(ADDRESS_ENV)
-    if not address:
-        return None
+    address = os.environ[ADDRESS_ENV]
     answer = Server(Path(address))._ask({"op": "spark", "pid": os.getpid()})
     if "error" in answer:
         raise ServerError(address, f"its Spark did not start: {answer['error']}")

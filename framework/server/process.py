@@ -419,7 +419,10 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
     code: int | str | None = 0
     try:
         from framework.cli import app
+        from framework.server.session import session_in_server
+        from framework.spark import sessions_from
 
+        sessions_from(session_in_server)
         os.chdir(request.cwd)
         app(args=list(request.argv), prog_name="deltamark")
     except SystemExit as ended:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any
 
 from py4j.finalizer import ThreadSafeFinalizer
 from pyspark import SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
+
+from framework.server.client import spark_gateway
 
 __all__ = ["release_session", "session_in_server"]
 
@@ -28,12 +28,17 @@ class SharedContext(SparkContext):
                  "commands; it goes on")
 
 
-def session_in_server(gateway: Mapping[str, Any]) -> SparkSession:
-    """This command's session in the server's JVM, from the ``gateway`` the server gave
-    (port, secret, and the tag its Spark jobs carry so the server can cancel them). Once
-    per process: later calls return the same session."""
+def session_in_server() -> SparkSession:
+    """This command's session in the JVM of the server that forked it, through the gateway
+    the server gives (port, secret, and the tag its Spark jobs carry so the server can
+    cancel them). Once per process: later calls return the same session.
+
+    Raises:
+        ServerError: the server could not start its JVM.
+    """
     if (attached := SparkSession.getActiveSession()) is not None:
         return attached
+    gateway = spark_gateway()
     connection = {"PYSPARK_GATEWAY_PORT": str(gateway["port"]),
                   "PYSPARK_GATEWAY_SECRET": gateway["secret"]}
     os.environ.update(connection)

@@ -26,10 +26,11 @@ from typing import Any
 
 from framework.config import Settings
 from framework.errors import ServerError
+from framework.spark import session_conf
 
 __all__ = ["ADDRESS_ENV", "Lines", "key", "runtime_dir", "send", "socket_path"]
 
-#: set in the commands a server forks: where to ask for the server's Spark JVM
+#: set in the commands a server forks: its socket, where they ask for a session in its JVM
 ADDRESS_ENV = "DELTAMARK_SERVER"
 
 #: environment variables a JVM reads at start: a server started with other values is not
@@ -43,8 +44,6 @@ _CHUNK = 1 << 20
 
 def key(settings: Settings) -> str:
     """What a server must share with a client to run its commands (a hex digest)."""
-    from framework.spark import session_conf
-
     environment = {k: v for k, v in os.environ.items()
                    if k.startswith(_JVM_ENVIRONMENT) and k != ADDRESS_ENV}
     identity = {"python": sys.executable, "code": _code_digest(), "cwd": os.getcwd(),
