@@ -49,8 +49,8 @@ from framework.server.wire import ADDRESS_ENV, Lines, key, send
 #: what every forked command would import: imported once, here
 PRELOAD = ("framework.cli", "framework.runner", "framework.spark", "framework.delta.native",
            "framework.delta.embedded", "framework.sources.files", "framework.sources.jdbc",
-           "framework.sources.delta", "framework.listed_reads", "pyspark.sql",
-           "pyspark.sql.functions", "delta")
+           "framework.sources.delta", "framework.listed_reads", "framework.server.session",
+           "pyspark.sql", "pyspark.sql.functions", "delta")
 #: what commands that run jobs with data-quality rules import (seconds)
 PRELOAD_FOR_JOBS = ("great_expectations",)
 
@@ -416,13 +416,13 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
     os.environ.update(request.env)
     os.environ[ADDRESS_ENV] = str(address)
     sys.argv = ["deltamark", *request.argv]
+    from framework.cli import app
+    from framework.server import session
+    from framework.spark import sessions_from
+
+    sessions_from(session.session_in_server)
     code: int | str | None = 0
     try:
-        from framework.cli import app
-        from framework.server.session import session_in_server
-        from framework.spark import sessions_from
-
-        sessions_from(session_in_server)
         os.chdir(request.cwd)
         app(args=list(request.argv), prog_name="deltamark")
     except SystemExit as ended:
@@ -431,8 +431,7 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
         traceback.print_exc()
         code = 1
     finally:  # what the interpreter does at exit, before os._exit
-        if (session := sys.modules.get("framework.server.session")) is not None:
-            session.release_session()  # it used the server's JVM
+        session.release_session()  # what it held in the server's JVM
         threading._shutdown()  # type: ignore[attr-defined]
         atexit._run_exitfuncs()
         sys.stdout.flush()
