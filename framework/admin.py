@@ -15,15 +15,27 @@ from typing import Any
 
 from framework.config import Settings
 from framework.delta import log
-from framework.errors import RewindError, RunNotFoundError, RunStateError, StateHistoryError
+from framework.errors import (
+    JobNotFoundError,
+    RepairError,
+    RewindError,
+    RunNotFoundError,
+    RunStateError,
+    StateHistoryError,
+    WorkflowNotFoundError,
+)
+from framework.job_config import job_names
 from framework.lease import job_lease
 from framework.runner import discard_unlanded, landed_targets
 from framework.sinks import parquet
+from framework.target_runs import TargetRun, runs_in
+from framework.workflows.definition import workflow_names
 from state_tables.model import Bookmark, Run
 from state_tables.store import StateStore
 
-__all__ = ["PrunedTarget", "RestoredTarget", "Rewind", "abort_run", "bookmark_history",
-           "glue_bookmark_entry", "reset", "rewind"]
+__all__ = ["PrunedTarget", "Repair", "RepairedRun", "RestoredTarget", "Rewind", "abort_run",
+           "bookmark_history", "glue_bookmark_entry", "repair", "require_job",
+           "require_workflow", "reset", "rewind"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +65,37 @@ class Rewind:
     to_run: Run | None
     bookmarks: tuple[Bookmark, ...]
     restored: tuple[RestoredTarget | PrunedTarget, ...] = ()
+
+
+def require_job(settings: Settings, job: str) -> None:
+    """``job`` is declared in conf or has runs in the state.
+
+    Raises:
+        JobNotFoundError: neither; it lists the jobs known.
+    """
+    store = StateStore(settings.state_root)
+    declared = job_names(settings)
+    if job not in declared and store.last_run(job) is None:
+        known = sorted({*declared, *store.job_names()})
+        raise JobNotFoundError(job, str(settings.conf_dir), known)
+
+
+def require_workflow(settings: Settings, name: str) -> None:
+    """``name`` is declared in conf or has runs in the state.
+
+    Raises:
+        WorkflowNotFoundError: neither; it lists the workflows declared.
+    """
+    store = StateStore(settings.state_root)
+    if name not in workflow_names(settings) and not store.workflow_run(name):
+        raise WorkflowNotFoundError(name, str(settings.conf_dir), workflow_names(settings))
+
+
+def _require_context(store: StateStore, job: str, context: str | None) -> None:
+    if context is not None and not store.histories(job, context):
+        known = ", ".join(sorted(store.histories(job))) or "none"
+        raise RewindError(job, f"no context {context} (its contexts: {known}). Nothing was "
+                          "changed.")
 
 
 def abort_run(settings: Settings, run_id: str) -> Run:
@@ -99,6 +142,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
     """
     store = StateStore(settings.state_root)
     with job_lease(settings.state_root, job, f"rewind to {to_run}"):
+        _require_context(store, job, context)
         runs = store.runs(job)
         run = next((r for r in runs if r.run_id == to_run), None)
         if run is None or run.status != "succeeded" or run.mode != "enable":
@@ -132,7 +176,9 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
 def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind:
     """Make the next run start from nothing (one context, or all of the job's)."""
     store = StateStore(settings.state_root)
+    require_job(settings, job)
     with job_lease(settings.state_root, job, "reset"):
+        _require_context(store, job, context)
         runs = store.runs(job)
         seq = max((r.run_seq for r in runs), default=0)
         now = datetime.now(UTC)
@@ -175,8 +221,7 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
                      and mine[c.version].get("run_seq", 0) <= run.run_seq), None)
         later = [c for c in commits if keep is None or c.version > keep]
         foreign += [f"{target} v{c.version} ({c.operation} at {c.timestamp:%Y-%m-%d %H:%M:%S})"
-                    for c in later if mine[c.version].get("job") != job
-                    and not c.user_metadata.get("deltamarkRestore")]
+                    for c in later if not _by_deltamark(c, job)]
         if later:
             plans.append((target, commits[0].version, keep))
     if foreign:
@@ -195,6 +240,85 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
                else log.delete_all(target, user_metadata=tag))
         restored.append(RestoredTarget(target, current, keep, new))
     return restored
+
+
+@dataclass(frozen=True)
+class RepairedRun:
+    """A run the state had lost, recorded again from the targets that hold it."""
+
+    run: Run
+    bookmarks: tuple[Bookmark, ...]
+    #: the job's known targets that do not hold it (they may miss its rows)
+    missing_from: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Repair:
+    """What ``repair`` found and recorded."""
+
+    job: str
+    targets: tuple[str, ...]
+    runs: tuple[RepairedRun, ...]
+
+
+def repair(settings: Settings, job: str, *, targets: Sequence[str] = ()) -> Repair:
+    """Rebuild the runs of ``job`` that its targets hold and its state lost (a state root
+    restored from a backup, or missing its newest commits), from the records the runs left
+    in their target commits: each becomes a ``succeeded`` run (recovery ``repaired``) with
+    its bookmarks, the files its bookmarks track by name and its watermarks.
+
+    The targets searched are those the state knows the job wrote, and ``targets``.
+
+    Raises:
+        RepairError: two runs with one run_seq, or a run whose record cannot be rebuilt;
+            nothing was recorded.
+    """
+    store = StateStore(settings.state_root)
+    with job_lease(settings.state_root, job, "repair"):
+        last = store.last_run(job)
+        searched = tuple(dict.fromkeys([*store.written_targets(job), *targets]))
+        by_seq: dict[int, list[TargetRun]] = {}
+        for target in searched:
+            for held in runs_in(target, job, after_seq=last.run_seq if last else 0):
+                by_seq.setdefault(held.run_seq, []).append(held)
+        lost = [_lost_run(job, seq, by_seq[seq], searched) for seq in sorted(by_seq)]
+        for repaired, plan in lost:
+            bookmarks, files, marks = plan
+            store.record_plan(repaired.run, bookmarks, files, marks)
+            store.record_run(repaired.run)
+    return Repair(job, searched, tuple(r for r, _ in lost))
+
+
+def _lost_run(job: str, seq: int, held: Sequence[TargetRun], searched: Sequence[str]):
+    if len({h.run_id for h in held}) > 1:
+        listed = "; ".join(f"{h.target}: {h.run_id}" for h in held)
+        raise RepairError(job, f"run {seq} is a different run in different targets "
+                          f"({listed}). Nothing was recorded; rewind to an earlier run with "
+                          "--restore-targets to remove both.")
+    newest = max(held, key=lambda h: h.committed_at)  # its record is the most complete
+    try:
+        plan = newest.plan()
+    except ValueError as exc:
+        raise RepairError(job, f"run {seq} ({newest.run_id}) in {newest.target} cannot be "
+                          f"rebuilt: {exc}. Nothing was recorded; rewind to an earlier run "
+                          "with --restore-targets instead.") from exc
+    outputs = {h.target: ({"written": True, "version": h.version} if h.version is not None
+                          else {**parquet.OUTPUT_TAG, "written": True}) for h in held}
+    run = Run(job=job, run_id=newest.run_id, run_seq=seq, status="succeeded",
+              mode=newest.record.get("mode", "enable"), started_at=min(
+                  h.committed_at for h in held), ended_at=newest.committed_at,
+              outputs=outputs, recovery="repaired")
+    missing = tuple(t for t in searched if t not in outputs)
+    return RepairedRun(run, tuple(plan[0]), missing), plan
+
+
+def _by_deltamark(commit: log.Commit, job: str) -> bool:
+    """Whether ``job``'s runs or deltamark's actions on them made this target commit: a
+    run's write, the rollback of a rejected run, or a restore."""
+    meta = commit.user_metadata
+    return (meta.get("deltamark", {}).get("job") == job
+            or meta.get("deltamarkRollback", {}).get("job") == job
+            or "deltamarkRestore" in meta)
 
 
 def bookmark_history(store: StateStore, job: str, context: str | None = None

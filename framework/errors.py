@@ -9,12 +9,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from framework.redaction import redact
+
 __all__ = [
     "BookmarkOptionError",
     "ChangesUnavailableError",
     "ConcurrentRunError",
     "ConfigError",
     "DataQualityError",
+    "DamagedTableError",
     "DatabaseError",
     "DeltaEngineUnavailableError",
     "DeltaTableError",
@@ -26,6 +29,7 @@ __all__ = [
     "JobNotFoundError",
     "MissingContextError",
     "ReadOnlySqlError",
+    "RepairError",
     "RewindError",
     "RunNotFoundError",
     "RunStateError",
@@ -33,6 +37,7 @@ __all__ = [
     "ServerError",
     "SourceError",
     "SparkStartError",
+    "StateBehindTargetsError",
     "StateHistoryError",
     "StateSchemaError",
     "TableNotFoundError",
@@ -42,11 +47,16 @@ __all__ = [
     "WorkflowError",
     "WorkflowNotFoundError",
     "WriteConflictError",
+    "one_line",
 ]
 
 
 class DeltamarkError(Exception):
-    """Root of every error deltamark raises on purpose."""
+    """Root of every error deltamark raises on purpose. Its text never holds a secret
+    (``framework.redaction``), whatever a driver or a URL put in it."""
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class ConfigError(DeltamarkError):
@@ -123,6 +133,24 @@ class RunStateError(JobError):
 
 class RewindError(JobError):
     """A rewind, reset or target restore that cannot be done safely."""
+
+
+class StateBehindTargetsError(JobError):
+    """A target holds a run of the job that the state does not know: the state root was
+    restored from a backup or lost commits. Writing on would lose or repeat input."""
+
+    def __init__(self, job: str, target: str, held_seq: int, held_id: str, known_seq: int,
+                 known_id: str):
+        self.target, self.held_seq, self.held_id = target, held_seq, held_id
+        super().__init__(
+            job, f"target {target} holds run {held_seq} ({held_id}) of this job, but the "
+            f"state's run {known_seq} is {known_id}: the state root is behind its targets "
+            "(restored from a backup, or its newest commits lost). Nothing was written. Run "
+            f"'deltamark state repair {job}' to rebuild the missing runs from the targets.")
+
+
+class RepairError(JobError):
+    """The state cannot be rebuilt from the targets as asked."""
 
 
 class SourceError(JobError):
@@ -204,13 +232,14 @@ class JobFailedError(JobError):
     def __init__(self, job: str, run_id: str, cause: BaseException):
         self.run_id, self.cause = run_id, cause
         super().__init__(
-            job, f"run {run_id} failed: {_summary(cause)} (bookmarks unchanged; the next "
+            job, f"run {run_id} failed: {one_line(cause)} (bookmarks unchanged; the next "
             "run reads the same input). --debug shows the traceback.")
 
 
-def _summary(cause: BaseException) -> str:
-    """The cause in one line; a module that Spark's Python workers could not import (their
-    traceback is inside a Spark error, whose first line says nothing) is named."""
+def one_line(cause: BaseException) -> str:
+    """The cause in one line: a JVM error gives its first and root messages; a module
+    that Spark's Python workers could not import (their traceback is inside a Spark
+    error, whose first line says nothing) is named."""
     text = str(cause).strip()
     missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
     if missing and not isinstance(cause, ImportError):
@@ -218,7 +247,27 @@ def _summary(cause: BaseException) -> str:
                 "the job's modules into the Python that executors run (spark.pyspark.python "
                 "or PYSPARK_PYTHON names it, at one path on every worker), or ship them with "
                 "spark-submit --py-files")
+    if text.startswith("An error occurred while calling"):  # py4j: a JVM stack trace
+        return _java_summary(text)
     return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+_JAVA_EXCEPTION = re.compile(r"^(?:: |Caused by: )?([\w.$]+(?:Exception|Error)): (.*)$")
+_SPARK_NOISE = re.compile(r"\s*SQLSTATE: \w+|\[[A-Z_.]+\] ")
+
+
+def _java_summary(text: str) -> str:
+    """A JVM error in one line: the message of the exception naming the file Spark was
+    reading (else the first) and its root cause's, without Spark's error classes."""
+    messages = [(m[1].rsplit(".", 1)[-1], _SPARK_NOISE.sub("", m[2]).strip())
+                for m in map(_JAVA_EXCEPTION.match, text.splitlines()) if m]
+    if not messages:
+        return text.splitlines()[0]
+    # the message naming the file being read, if one does, says more than the first
+    kind, first = next((m for m in messages if "reading file" in m[1]), messages[0])
+    root_kind, root = messages[-1]
+    said = f"{kind}: {first}"
+    return said if root == first else f"{said} Cause: {root_kind}: {root}"
 
 
 class SparkStartError(DeltamarkError):
@@ -269,6 +318,16 @@ class DeltaTableError(DeltamarkError):
     def __init__(self, path: str, message: str):
         self.path = path
         super().__init__(f"Delta table {path}: {message}")
+
+
+class DamagedTableError(DeltaTableError):
+    """A Delta table whose log cannot be read (missing or garbled commit files)."""
+
+    def __init__(self, path: str, damage: str):
+        super().__init__(
+            path, f"its _delta_log is damaged: {damage}. Restore the table from a backup "
+            "(for a deltamark state table, then run 'deltamark state repair JOB' for each "
+            "job to rebuild what the backup lacks from the targets).")
 
 
 class TableNotFoundError(DeltaTableError):

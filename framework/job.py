@@ -16,12 +16,13 @@ protocol in ``framework.runner``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -35,13 +36,16 @@ from framework.errors import (
     JobError,
     MissingContextError,
     SourceError,
+    one_line,
 )
 from framework.faults import crash_point
 from framework.modes import BookmarkOptions
 from framework.sinks import parquet
 from framework.sources import delta as delta_source
-from framework.sources import files, jdbc
+from framework.sources import files, jdbc, malformed
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
+from framework.sources.malformed import BadRecords
+from framework.target_runs import app_id, check_target_write, run_record
 from state_tables.model import Bookmark, DqResult, ProcessedFile, Watermark
 from state_tables.store import StateStore
 
@@ -52,15 +56,10 @@ if TYPE_CHECKING:
     from framework.quality import RuleSet
 
 __all__ = ["Connections", "IncrementalJob", "JobContext", "PinnedRead", "RunIdentity",
-           "TargetWriteHooks", "app_id"]
+           "TargetWriteHooks"]
 
 #: Resolves a connection name from conf (or a jdbc: URL) to a ``jdbc.Connection``.
 Connections = Callable[[str], jdbc.Connection]
-
-
-def app_id(job: str) -> str:
-    """The Delta app-transaction id of ``job``'s target commits (version = run_seq)."""
-    return f"deltamark:{job}"
 
 
 class IncrementalJob(ABC):
@@ -80,6 +79,8 @@ class SourceRead:
     counts: Mapping[str, int]
     state: Mapping[str, Any] | None
     files_read: tuple[files.ListedFile, ...] = ()
+    #: files earlier runs read that ``state`` still tracks by name (``FilePlan.carried``)
+    carried: tuple[files.ListedFile, ...] = ()
     #: rows read in earlier runs are read again (a lookback): appending them duplicates
     rereads: bool = False
     #: how to plan this source again without Spark (``framework.preflight``); None: it
@@ -173,6 +174,8 @@ class JobContext:
         rewritten: RewritePolicy = "ignore",
         max_band: timedelta = timedelta(minutes=15),
         lineage_column: str | None = None,
+        bad_records: BadRecords = "fail",
+        bad_records_table: str | None = None,
     ) -> DataFrame:
         """Read the files under ``paths`` that this context has not processed yet.
 
@@ -193,6 +196,12 @@ class JobContext:
             rewritten: a file read before that changed since: ``ignore`` or ``reprocess``.
             max_band: the late-file window (Glue's maxBand).
             lineage_column: add the source file's URI to each row under this name.
+            bad_records: what a malformed JSON, CSV or XML record does: ``fail`` the run
+                (naming the file), ``drop`` it (counted as ``malformed`` in the run's
+                inputs) or ``quarantine`` it: to ``bad_records_table``, a Delta table of
+                context, file, line, record, run_id and run_seq, written in this run,
+                exactly once (``framework.sources.malformed``). A reader ``mode`` option
+                takes precedence.
 
         Raises:
             MissingContextError, SourceError
@@ -204,7 +213,8 @@ class JobContext:
             options={str(k): text_value(v) for k, v in (options or {}).items()},
             schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
-            max_band_ms=int(max_band.total_seconds() * 1000), lineage_column=lineage_column)
+            max_band_ms=int(max_band.total_seconds() * 1000), lineage_column=lineage_column,
+            bad_records=bad_records, bad_records_table=bad_records_table)
         if problems := source.problems():
             raise SourceError(self.job_name, context, "; ".join(problems))
         if (pinned := (self._run.pinned or {}).get(context)) is not None:
@@ -221,14 +231,57 @@ class JobContext:
                     listed, source, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
                                           plan.state.to_dict() if plan.state else None,
-                                          plan.files, nothing=not plan.files,
+                                          plan.files, plan.carried, nothing=not plan.files,
                                           description=source.description() if bookmark else None)
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
         try:
-            return files.read_files(self.spark, source, plan)
+            df = files.read_files(self.spark, source, plan)
+            if source.bad_records == "fail" or not malformed.applies(source.format,
+                                                                    source.options):
+                return df
+            df, bad = malformed.set_aside(df)
         except ValueError as exc:
             raise SourceError(self.job_name, context, str(exc)) from exc
+        except Exception as exc:  # Spark's own errors (FAILFAST, a corrupt file): one line
+            if not type(exc).__module__.startswith(("py4j", "pyspark")):
+                raise
+            found = self._first_malformed(source, plan) if source.bad_records == "fail" \
+                and malformed.applies(source.format, source.options) else None
+            raise SourceError(self.job_name, context, found or one_line(exc)) from exc
+        if bad:
+            self._set_aside(context, source, bad)
+        return df
+
+    def _first_malformed(self, source: files.FileSource, plan: FilePlan) -> str | None:
+        """Where a FAILFAST read (schema inference) met its first malformed record: Spark
+        does not say which file."""
+        lenient = dataclasses.replace(source, bad_records="drop")
+        try:
+            _, bad = malformed.set_aside(files.read_files(self.spark, lenient, plan))
+        except Exception:  # noqa: BLE001 - only a better message was at stake
+            return None
+        if not bad:
+            return None
+        [(file, line, record)] = malformed.located(bad[:1])
+        return (f"malformed {source.format} record in {file}"
+                f"{f' line {line}' if line else ''}: {record[:100]!r} (bad_records='drop' or "
+                "'quarantine' reads on without it)")
+
+    def _set_aside(self, context: str, source: files.FileSource,
+                   bad: list[tuple[str, str]]) -> None:
+        """Count ``context``'s malformed records and, to quarantine them, write them."""
+        read = self._reads[context]
+        self._reads[context] = dataclasses.replace(
+            read, counts={**read.counts, "malformed": len(bad)})
+        self.log.warning("%s: %d malformed records %s (first in %s)", context, len(bad),
+                         "dropped" if source.bad_records == "drop"
+                         else f"quarantined to {source.bad_records_table}", bad[0][0])
+        if source.bad_records == "quarantine":
+            rows = [(context, file, line, record, self.run_id, self.run_seq)
+                    for file, line, record in malformed.located(bad)]
+            self.write_delta(self.spark.createDataFrame(rows, malformed.QUARANTINE_SCHEMA),
+                             source.bad_records_table)
 
     def read_delta(
         self,
@@ -447,17 +500,19 @@ class JobContext:
         new input) is not checked.
 
         The commit carries the app transaction (``deltamark:<job>``, run_seq) and, in its
-        metadata, the run id and the bookmarks this run will commit; a replay of the same
-        run is skipped. Each target is written once per run. A DataFrame without columns
-        (an empty read with no schema) writes nothing, nor does an append or merge of no
-        rows in a run whose reads found nothing new: the target gets no empty version
-        (the run still commits its bookmarks). In a dry run nothing is written (and no
-        checks run).
+        metadata, the run id and the state this run will commit
+        (``target_runs.run_record``); a replay of the same run is skipped, and a target
+        holding a run the state does not know is refused. Each target is written once per
+        run. A DataFrame without columns (an empty read with no schema) writes nothing, nor
+        does an append or merge of no rows in a run whose reads found nothing new: the
+        target gets no empty version (the run still commits its bookmarks). In a dry run
+        nothing is written (and no checks run).
 
         Raises:
             JobError: the target was already written in this run, rows read again by a
                 lookback would be appended, or ``checks`` names no rule set.
             DataQualityError: the checks failed (nothing was written).
+            StateBehindTargetsError: the target holds a run the state does not know.
             SchemaMismatchError, WriteConflictError
         """
         write = functools.partial(
@@ -517,6 +572,7 @@ class JobContext:
             self._outputs[key] = {"target": target, "written": False, **kind}
             current = None if format == "parquet" else self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
+        check_target_write(target, self.job_name, self.run_seq, self.run_id)
         self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
         planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
 
@@ -528,7 +584,8 @@ class JobContext:
             if format == "parquet":
                 commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
                                        run_seq=self.run_seq, attempt=self._run.attempt,
-                                       partition_by=partition_by, before_commit=staged)
+                                       partition_by=partition_by, record=self._record(),
+                                       before_commit=staged)
                 result = WriteResult(version=self.run_seq, skipped=commit.replayed)
                 written = {"files": len(commit.files), "rows": commit.rows}
             else:
@@ -536,10 +593,7 @@ class JobContext:
                     df, target, mode=mode, partition_by=partition_by,
                     replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
                     txn=AppTransaction(app_id(self.job_name), self.run_seq),
-                    metadata={"deltamark": {"job": self.job_name, "run_id": self.run_id,
-                                            "run_seq": self.run_seq,
-                                            "bookmarks": self._states()}},
-                    before_commit=staged)
+                    metadata={"deltamark": self._record()}, before_commit=staged)
                 written = {"version": result.version}
         finally:
             planned()  # also after a skipped or failed write: the record is done before we go on
@@ -634,9 +688,6 @@ class JobContext:
 
     # --- what the runner commits ------------------------------------------------------
 
-    def _states(self) -> dict[str, Mapping[str, Any]]:
-        return {r.context: r.state for r in self._reads.values() if r.state is not None}
-
     def inputs(self) -> dict[str, Mapping[str, int]]:
         return {r.context: r.counts for r in self._reads.values()}
 
@@ -658,14 +709,29 @@ class JobContext:
         marks = [w for c, w in self._watermarks.items() if c not in self._recorded_watermarks]
         self._persisted.update(r.context for r in reads)
         self._recorded_watermarks.update(w.context for w in marks)
+        return (*self._plan_rows(reads), marks)
+
+    def _record(self) -> dict[str, Any]:
+        """What this run's target commits carry (``target_runs.run_record``)."""
+        bookmarks, read = self._plan_rows(self._reads.values())
+        carried = [self._processed(r.context, f) for r in self._reads.values()
+                   for f in r.carried]
+        return run_record(self.job_name, self.run_id, self.run_seq,
+                          "pause" if self.bookmarks_held else self.mode, bookmarks,
+                          read + carried, self._watermarks.values())
+
+    def _plan_rows(self, reads: Iterable[SourceRead]
+                   ) -> tuple[list[Bookmark], list[ProcessedFile]]:
         bookmarks = [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
                               run_seq=self.run_seq, source_kind=r.kind, state=r.state)
                      for r in reads if r.state is not None]
-        processed = [ProcessedFile(job=self.job_name, context=r.context, run_id=self.run_id,
-                                   run_seq=self.run_seq, path=f.path, size=f.size,
-                                   modified_ms=f.modified_ms)
-                     for r in reads for f in r.files_read]
-        return bookmarks, processed, marks
+        processed = [self._processed(r.context, f) for r in reads for f in r.files_read]
+        return bookmarks, processed
+
+    def _processed(self, context: str, read: files.ListedFile) -> ProcessedFile:
+        return ProcessedFile(job=self.job_name, context=context, run_id=self.run_id,
+                             run_seq=self.run_seq, path=read.path, size=read.size,
+                             modified_ms=read.modified_ms)
 
 
 def _target_key(target: str) -> str:

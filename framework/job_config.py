@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,12 +109,20 @@ def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:
     try:
         module = _load_file(conf_dir / where) if where.endswith(".py") else (
             importlib.import_module(where))
-    except (ImportError, OSError, SyntaxError) as exc:
-        return None, f"cannot import '{where}' ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # whatever the module raises as it is imported
+        return None, f"cannot import '{where}' ({_raised_where(exc)})"
     job_class = getattr(module, class_name, None)
     if not (isinstance(job_class, type) and issubclass(job_class, IncrementalJob)):
         return None, f"'{class_name}' in '{where}' is not an IncrementalJob subclass"
     return job_class, None
+
+
+def _raised_where(exc: Exception) -> str:
+    """``Type: message (file:line)``, on one line: the line that raised it."""
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"{message} at {frames[-1].filename}:{frames[-1].lineno}" if frames and not \
+        isinstance(exc, (ImportError, SyntaxError)) else message
 
 
 def _load_file(path: Path) -> Any:

@@ -41,15 +41,23 @@ from typing import TYPE_CHECKING, Any
 from framework import preflight
 from framework.config import SETTINGS_FILE, Settings
 from framework.delta import log
-from framework.errors import BookmarkOptionError, DataQualityError, JobFailedError
+from framework.errors import (
+    BookmarkOptionError,
+    DataQualityError,
+    JobError,
+    JobFailedError,
+    one_line,
+)
 from framework.faults import crash_point
-from framework.job import Connections, JobContext, PinnedRead, RunIdentity, app_id
+from framework.job import Connections, JobContext, PinnedRead, RunIdentity
 from framework.job_config import JobSpec, load_job
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
+from framework.redaction import redact, redact_values
 from framework.sinks import parquet
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import resolve_connection
+from framework.target_runs import app_id, check_state_knows
 from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
 from state_tables.store import StateStore
 
@@ -125,6 +133,7 @@ def run_job(
     Raises:
         JobNotFoundError, ConfigError, BookmarkOptionError: before anything runs.
         ConcurrentRunError: another run of the job is in progress.
+        StateBehindTargetsError: a target holds a run of the job the state does not know.
         JobFailedError: the job (or the replay of an interrupted run) raised.
     """
     started = time.perf_counter()
@@ -153,11 +162,13 @@ def run_job(
             return _skip(ahead, spec, run_id, params, options, fingerprint, store,
                          dry_run=dry_run, started=started)
         logger.info("%s: %s: starting the run", job, ahead.reason)
+        last = store.last_run(job)
+        if last is not None:
+            check_state_knows(job, store.written_targets(job), last)
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
-        last = store.last_run(job)
         recovered = None if dry_run else _recover(spec, last, store, session, engine,
-                                                  connections)
+                                                  connections, params)
         if recovered is not None:  # it settled the last run: read its new status
             last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
@@ -195,9 +206,10 @@ def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mappin
 
 
 def _arguments(params: Mapping[str, str], options: BookmarkOptions) -> dict[str, str]:
-    """A run's effective arguments: its params, and a pause's range."""
-    return {**params, **{k: v for k, v in (("bookmark_from", options.from_run),
-                                           ("bookmark_to", options.to_run)) if v}}
+    """A run's effective arguments as recorded (secrets masked): its params, and a pause's
+    range."""
+    return redact_values({**params, **{k: v for k, v in (("bookmark_from", options.from_run),
+                                                         ("bookmark_to", options.to_run)) if v}})
 
 
 def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
@@ -216,20 +228,30 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
                      engine=engine, connections=connections, checks=spec.checks, hooks=steps,
                      dry_run=dry_run)
     if steps is None:
-        spec.job_class().run(ctx)
+        _run_code(spec, ctx)
         return ctx, run
     steps.record(ctx, "running")
     crash_point("started")
     try:
-        spec.job_class().run(ctx)
+        _run_code(spec, ctx)
     except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
+        error = redact(one_line(exc))
         if isinstance(exc, DataQualityError) and (undone := _roll_back(ctx, run)):
             error += f" The run's earlier writes were rolled back: {', '.join(undone)}."
         steps.record(ctx, "failed", error=error[:2000])
         raise JobFailedError(spec.name, identity.run_id, exc) from exc
     crash_point("returned")
     return ctx, steps.record(ctx, "succeeded")
+
+
+def _run_code(spec: JobSpec, ctx: JobContext) -> None:
+    """The job's ``run``: ``sys.exit(0)`` in it ends it as a return, another exit code as
+    an error, so the run always ends with a recorded outcome."""
+    try:
+        spec.job_class().run(ctx)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise JobError(spec.name, f"the job called sys.exit({exc.code!r})") from exc
 
 
 def _roll_back(ctx: JobContext, run: Run) -> list[str]:
@@ -311,8 +333,12 @@ class _Steps:
 
 
 def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,
-             engine: DeltaEngine, connections: Connections) -> Recovery | None:
-    """Settle the job's ``last`` run if it did not succeed (see the module docstring)."""
+             engine: DeltaEngine, connections: Connections, params: Mapping[str, str]
+             ) -> Recovery | None:
+    """Settle the job's ``last`` run if it did not succeed (see the module docstring).
+
+    A replay takes the last run's arguments; one recorded masked (it held a secret) is
+    this run's ``params`` value that masks the same."""
     # "committing": a status older versions recorded after the job returned; replayed too
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
@@ -332,10 +358,10 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
               for c in {*by_context, *states}}
     identity = RunIdentity(job=spec.name, run_id=last.run_id, run_seq=last.run_seq,
                            pinned=pinned, attempt=last.attempt + 1)
-    params = {k: v for k, v in last.arguments.items()
-              if k not in ("bookmark_from", "bookmark_to")}
+    replayed = {k: params[k] if k in params and redact(params[k]) == v else v
+                for k, v in last.arguments.items() if k not in ("bookmark_from", "bookmark_to")}
     options = BookmarkOptions.parse(spec.name, last.mode)
-    _execute(spec, identity, params, options, store, spark, engine, connections,
+    _execute(spec, identity, replayed, options, store, spark, engine, connections,
              recovery="replayed")
     return Recovery(last.run_id, last.run_seq, "replayed")
 

@@ -35,7 +35,7 @@ from state_tables.schemas import (
     upgrade,
 )
 
-__all__ = ["ContextHistory", "StateStore"]
+__all__ = ["ContextHistory", "StateStore", "typed_value"]
 
 
 # Compact and checkpoint a state table every this many versions, so that reading the
@@ -122,6 +122,17 @@ class StateStore:
         top = pc.max(seqs).as_py()
         [run] = self._runs(self._read_where(RUNS, [("job", "=", job), ("run_seq", "=", top)]))
         return run
+
+    def job_names(self) -> list[str]:
+        """Every job with a recorded run."""
+        return sorted(pc.unique(self._read_where(RUNS, [], columns=["job"])["job"]).to_pylist())
+
+    def written_targets(self, job: str) -> list[str]:
+        """Every target a run of ``job`` wrote (or began to write), as recorded."""
+        outputs = self._read_where(RUNS, [("job", "=", job)], columns=["outputs"])["outputs"]
+        return sorted({target for entry in pc.unique(outputs).to_pylist()
+                       for target, out in json.loads(entry).items()
+                       if out.get("written") or out.get("pending")})
 
     def find_run(self, run_id: str) -> Run | None:
         """The run with this id, in its current status."""
@@ -435,7 +446,7 @@ def _watermark_row(mark: Watermark) -> dict[str, Any]:
 def _watermark(row: dict[str, Any]) -> Watermark:
     return Watermark(job=row["job"], context=row["context"], run_id=row["run_id"],
                      run_seq=row["run_seq"], column=row["column"], aggregate=row["aggregate"],
-                     value=_typed(json.loads(row["value"]), row["value_type"]),
+                     value=typed_value(json.loads(row["value"]), row["value_type"]),
                      value_type=row["value_type"], rows=row["rows"],
                      committed_at=row["committed_at"])
 
@@ -444,7 +455,7 @@ def _iso(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def _typed(value: Any, value_type: str) -> Any:
+def typed_value(value: Any, value_type: str) -> Any:
     """Back from JSON to the Python value Spark gives for ``value_type``."""
     if value is None:
         return None

@@ -21,7 +21,8 @@ def read(ctx: JobContext, **overrides):
         bounded_size=int(p["bounded_size"]) if "bounded_size" in p else None,
         rewritten=p.get("rewritten", "ignore"),
         max_band=timedelta(seconds=float(p.get("max_band_s", 900))),
-        lineage_column=p.get("lineage"))
+        lineage_column=p.get("lineage"), bad_records=p.get("bad_records", "fail"),
+        bad_records_table=p.get("bad_records_table"))
     return ctx.read_files(p["landing"], **{**kwargs, **overrides})
 
 
@@ -276,3 +277,13 @@ class SparkProbe(IncrementalJob):
         if p.get("stop") == "true":
             spark.stop()
         return frames
+
+
+class ExitsEarly(IncrementalJob):
+    """CopyFiles that ends with ``sys.exit(code)`` after its write (as Glue scripts do)."""
+
+    def run(self, ctx):
+        import sys
+
+        ctx.write_delta(read(ctx), ctx.params["target"])
+        sys.exit(int(ctx.params["code"]))

@@ -53,7 +53,9 @@ def test_bookmarks_show(state):
     result = invoke("--state-root", state, "bookmarks", "show", "orders", "--ctx", "src", "--json")
     [row] = json.loads(result.stdout)
     assert (row["context"], row["run_seq"], row["state"]) == ("src", 2, {"high_water": 2})
-    empty = invoke("--state-root", state, "bookmarks", "show", "nobody")
+    StateStore(state).record_run(Run(job="fresh", run_id="f1", run_seq=1, status="failed",
+                                     mode="enable", started_at=dt.datetime.now(dt.UTC)))
+    empty = invoke("--state-root", state, "bookmarks", "show", "fresh")
     assert empty.exit_code == 0 and "no bookmarks yet" in empty.stdout
 
 
@@ -67,8 +69,63 @@ def test_runtime_errors_are_one_line_on_stderr_with_exit_1(state):
     result = invoke("--state-root", state, "sql", "drop table runs")
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr.startswith("error: sql: only queries run here")
+    assert result.stderr.startswith("error: sql: refused, the statement is a DropTable")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [
+    ("bookmarks", "reset", "orders", "--ctx", "typo"),
+    ("bookmarks", "rewind", "orders", "--to-run", "r1", "--ctx", "typo"),
+    ("runs", "list", "nosuch"),
+    ("bookmarks", "show", "nosuch"),
+    ("workflow", "status", "nosuch"),
+])
+def test_an_unknown_job_context_or_workflow_is_an_error_naming_the_known_ones(state, args):
+    result = invoke("--state-root", state, *args)
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.strip().splitlines()
+    assert "typo" in line and "src" in line if "typo" in args else "nosuch" in line
+    if "typo" in args:
+        assert StateStore(state).bookmarks("orders")[0].state == {"high_water": 2}
+    elif args[0] != "workflow":
+        assert "orders" in line  # the jobs it knows
+
+
+@pytest.mark.parametrize("damage", ["first commit", "gap", "garbage"])
+def test_a_damaged_state_table_is_one_line_naming_it(state, damage):
+    log_dir = os.path.join(state, "runs", "_delta_log")
+    first, second = (os.path.join(log_dir, f"{v:020}.json") for v in (0, 1))
+    if damage == "first commit":
+        os.remove(first)
+    elif damage == "gap":
+        runner.invoke(app, ["--state-root", state, "bookmarks", "reset", "orders"])
+        StateStore(state).record_run(Run(job="orders", run_id="r3", run_seq=3,
+                                         status="running", mode="enable",
+                                         started_at=dt.datetime(2026, 1, 3, tzinfo=dt.UTC)))
+        os.remove(second)
+    else:
+        with open(second, "w") as garbled:
+            garbled.write("{not json\n")
+    result = subprocess.run([sys.executable, "-m", "framework", "--state-root", state, "runs",
+                             "list"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert os.path.join(state, "runs") in line and "_delta_log is damaged" in line
+    assert "state repair" in line
+
+
+def test_a_job_module_that_fails_to_import_is_one_line_and_json_with_json(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "deltamark.yaml").write_text(f"state_root: {tmp_path / 'state'}\n")
+    (tmp_path / "broken.py").write_text("import os\nraise RuntimeError('no config here')\n")
+    (tmp_path / "jobs" / "broken.yaml").write_text("class: broken.py:Job\n")
+    result = invoke("--conf-dir", str(tmp_path), "run", "broken", "--json")
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "RuntimeError: no config here at " in line and "broken.py:2" in line
+    failure = json.loads(result.stdout)
+    assert (failure["status"], failure["error_type"]) == ("failed", "ConfigError")
+    assert failure["error"] == line.removeprefix("error: ")
 
 
 def test_bad_config_is_a_runtime_error_naming_the_file(tmp_path):
@@ -99,7 +156,7 @@ def test_real_processes_exit_0_fast_and_start_no_jvm(state):
     commands = [["runs", "list", "--json"], ["bookmarks", "show", "orders", "--json"],
                 ["sql", "select * from current_bookmarks", "--json"],
                 ["dq", "results", "orders", "--json"],
-                ["workflow", "status", "nightly", "--json"]]
+                ["workflow", "status", "orders_pipeline", "--json"]]
     took = []
     # Attempt 0 is not timed: the first process after an install compiles bytecode.
     for attempt in range(25):

@@ -284,3 +284,25 @@ def test_a_password_in_a_connection_url_is_masked_in_errors(ws):
     with pytest.raises(JobFailedError, match="is read without transformation_ctx") as caught:
         ws.run()
     assert "password=***" in str(caught.value) and "s3cret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", [
+    "jdbc:postgresql://etl:{pw}@127.0.0.1:{port}/shop",  # credentials PgJDBC cannot parse
+    "jdbc:postgresql://127.0.0.1:notaport/shop?user=etl&password={pw}",
+])
+def test_a_secret_in_a_url_never_reaches_output_or_state(ws, pg_server, url):
+    """Whatever the driver echoes: every output and every state file is searched."""
+    db = pg_server.database()
+    secret = "s3cret-" + os.urandom(4).hex()
+    ws.connect(db)
+    ws.declare("copy", cls="TableCopy", connection=url.format(pw=secret, port=pg_server.port),
+               table="orders")
+    process = ws.start_run("copy")
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 1 and "error: job copy" in err
+    listed = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "runs", "list", "--json"])
+    [run] = json.loads(listed.stdout)
+    assert run["status"] == "failed" and "***" in run["arguments"]["connection"]
+    stored = b"".join(p.read_bytes() for p in (ws.root / "state").rglob("*") if p.is_file())
+    assert secret.encode() not in stored
+    assert secret not in out + err + listed.output

@@ -18,7 +18,7 @@ from framework.errors import (
     MissingContextError,
     SourceError,
 )
-from framework.job import app_id
+from framework.target_runs import app_id
 
 pytestmark = pytest.mark.spark
 
@@ -47,7 +47,11 @@ def test_enable_reads_each_file_once_and_records_the_run(ws):
     # The target commit names the run and carries the bookmarks it commits.
     assert log.transaction_version(ws.target, app_id("copy")) == 2
     meta = log.history(ws.target, limit=1)[0].user_metadata["deltamark"]
-    assert (meta["run_seq"], meta["bookmarks"]["src"]["files_total"]) == (2, 3)
+    src = meta["bookmarks"]["src"]
+    assert (meta["run_seq"], src["kind"], src["state"]["files_total"]) == (2, "files", 3)
+    # Files newer than the settled time are tracked by name: all three, just landed.
+    assert sorted(p.rsplit("/", 1)[-1] for p, _, _ in src["window"]) == [
+        "batch-001.json", "batch-002.json", "batch-003.json"]
 
 
 def test_a_file_landing_during_a_run_belongs_to_the_next_run(ws):
@@ -79,6 +83,18 @@ def test_a_failed_run_leaves_the_bookmark_and_counts_attempts(ws):
         (1, "succeeded", 1), (2, "failed", 1), (3, "failed", 2), (4, "succeeded", 3)]
     assert "RuntimeError: transform exploded" in runs[1].error
     assert ws.store.bookmarks("copy")[0].run_seq == 4
+
+
+def test_a_job_that_calls_sys_exit_ends_with_a_recorded_outcome(ws):
+    ws.declare(cls="ExitsEarly", code="0")
+    ws.land()
+    assert ws.run().status == "succeeded"  # exit 0: the job ended early, successfully
+    ws.declare(cls="ExitsEarly", code="3")
+    ws.land()
+    with pytest.raises(JobFailedError) as failed:
+        ws.run()
+    assert "the job called sys.exit(3)" in str(failed.value)
+    assert [r.status for r in ws.store.runs("copy")] == ["succeeded", "failed"]
 
 
 def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_named(ws):

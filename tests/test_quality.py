@@ -10,6 +10,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from framework import admin
 from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import ConfigError, DataQualityError, JobError, JobFailedError
@@ -261,6 +262,10 @@ def test_a_rejection_rolls_back_the_runs_earlier_writes_and_is_not_replayed(ws):
     _declare(ws, "warn", archive=archive, raw=raw)
     ws.run()
     assert len(table_rows(ws, archive, "order_id")) == len(GOOD + BAD)
+    # deltamark's own rollbacks are not another writer: a rewind restores past them.
+    first = ws.store.runs("copy")[0]
+    admin.rewind(ws.settings, "copy", to_run=first.run_id, restore_targets=True)
+    assert table_rows(ws, archive, "order_id") == [(1,), (2,)]
 
 
 def test_quarantine_policy_splits_rows_and_counts_add_up(ws):

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from framework.cli import bookmarks, dq, runs, server, watermarks, workflow
+from framework.cli import bookmarks, dq, runs, server, state, watermarks, workflow
 from framework.cli._common import CliOptions
 from framework.cli.run import run
 from framework.cli.sql import sql
@@ -29,6 +29,7 @@ app.add_typer(watermarks.app, name="watermarks")
 app.add_typer(dq.app, name="dq")
 app.add_typer(workflow.app, name="workflow")
 app.add_typer(server.app, name="server")
+app.add_typer(state.app, name="state")
 app.command("run")(run)
 app.command("sql")(sql)
 

@@ -38,13 +38,20 @@ def options(ctx: typer.Context) -> CliOptions:
 
 
 @contextlib.contextmanager
-def library_errors(ctx: typer.Context) -> Iterator[None]:
-    """Print a deltamark error as one line on stderr and exit 1 (traceback with --debug)."""
+def library_errors(ctx: typer.Context, *, as_json: bool = False) -> Iterator[None]:
+    """Print a deltamark error as one line on stderr and exit 1 (traceback with --debug).
+    ``as_json``: the command promised JSON on stdout: the error goes there too, as
+    ``{"status": "failed", "error": ..., "error_type": ..., "job": ..., "run_id": ...}``."""
     try:
         yield
     except DeltamarkError as exc:
         if options(ctx).debug:
             raise
+        if as_json:
+            typer.echo(json.dumps({"status": "failed", "error": str(exc),
+                                   "error_type": type(exc).__name__,
+                                   "job": getattr(exc, "job", None),
+                                   "run_id": getattr(exc, "run_id", None)}))
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None
 

@@ -24,6 +24,8 @@ def show(
     """Show the current bookmark of each context of JOB, readably."""
     with library_errors(ctx):
         described = describe_bookmarks(options(ctx).store(), job, context, list_files=files)
+        if not described:
+            admin.require_job(options(ctx).settings(), job)
     if as_json:
         typer.echo(json.dumps([plain(d) for d in described], default=str))
     elif not described:
@@ -87,6 +89,8 @@ def history(
     """Every state change of JOB's contexts, oldest first (counts: whether it applies)."""
     with library_errors(ctx):
         rows = admin.bookmark_history(options(ctx).store(), job, context)
+        if not rows:
+            admin.require_job(options(ctx).settings(), job)
     render(rows, as_json=as_json)
 
 

@@ -53,7 +53,7 @@ def run(
     logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("deltamark").setLevel(logging.INFO)
     cli = options(ctx)
-    with library_errors(ctx):
+    with library_errors(ctx, as_json=as_json):
         settings = cli.settings()
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)

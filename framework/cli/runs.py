@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from framework.admin import abort_run
+from framework import admin
 from framework.cli._common import library_errors, options, render
 from state_tables.model import Run
 
@@ -20,6 +20,8 @@ def list_runs(
     """List recorded runs, oldest first (--json: every column)."""
     with library_errors(ctx):
         runs = options(ctx).store().runs(job)
+        if job and not runs:
+            admin.require_job(options(ctx).settings(), job)
     render(runs if as_json else [_summary(r) for r in runs], as_json=as_json)
 
 
@@ -42,6 +44,6 @@ def abort(
 ) -> None:
     """Mark an unfinished run whose process is gone as aborted (nothing of it counts)."""
     with library_errors(ctx):
-        run = abort_run(options(ctx).settings(), run_id)
+        run = admin.abort_run(options(ctx).settings(), run_id)
     typer.echo(f"{run.job}: run {run.run_seq} ({run.run_id}) aborted; its input stays "
                "pending for the next run.")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from framework import admin
 from framework.cli._common import library_errors, options, plain, render
 from framework.cli.run import key_value
 
@@ -63,6 +64,8 @@ def status(
     """Each job of NAME's latest workflow run (or --run): trigger, state, timings, run id."""
     with library_errors(ctx):
         nodes = options(ctx).store().workflow_run(name, run_id)
+        if not nodes:
+            admin.require_workflow(options(ctx).settings(), name)
     if as_json:
         render(nodes, as_json=True)
         return

@@ -13,7 +13,7 @@ import functools
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -169,7 +169,11 @@ _LATEST: dict[str, DeltaTable] = {}
 
 def _open(path: str, version: int | None = None) -> DeltaTable:
     path = str(path)
-    if version is None and (known := _LATEST.get(path)) is not None:
+    known = _LATEST.get(path) if version is None else None
+    if known is not None and _version_gone(path, known.version()):
+        del _LATEST[path]  # the table went back (restored from a backup): open afresh
+        known = None
+    if known is not None:
         try:
             if not _has_newer_commit(path, known.version()):
                 return known
@@ -180,19 +184,41 @@ def _open(path: str, version: int | None = None) -> DeltaTable:
     try:
         table = DeltaTable(path, version=version, storage_options=storage.delta_options(path))
     except (TableNotFoundError, DeltaError) as exc:
-        if not is_table(path):
+        damaged = _damage(exc)
+        if not damaged and not is_table(path):
             raise errors.TableNotFoundError(path) from exc
-        if version is not None:
+        if not damaged and version is not None:
             raise errors.VersionNotFoundError(path, f"version {version}", str(exc)) from exc
-        raise
+        raise errors.DamagedTableError(path, damaged or _first_line(exc)) from exc
     if version is None:
         _LATEST[path] = table
     return table
 
 
+#: what delta-rs says about a damaged log, and how deltamark says it
+_DAMAGE = {"No table metadata or protocol found": "its first commit (metadata) is missing",
+           "Expected contiguous commit files": "a commit file is missing (a gap in the log)",
+           "Json error": "a commit file is not valid JSON",
+           "Failed to parse": "a commit file cannot be parsed"}
+
+
+def _damage(exc: Exception) -> str | None:
+    return next((said for found, said in _DAMAGE.items() if found in str(exc)), None)
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
 def _log_entry(path: str, version: int) -> str:
     """The file (or object) of the table's commit ``version``."""
     return storage.join(path, "_delta_log", f"{version:020d}.json")
+
+
+def _version_gone(path: str, version: int) -> bool:
+    """Whether a local table no longer has ``version``'s commit file (a table replaced by
+    an older copy of itself, or log cleanup past a handle kept that long)."""
+    return storage.is_local(path) and not os.path.exists(_log_entry(path, version))
 
 
 def _has_newer_commit(path: str, version: int) -> bool:
@@ -201,8 +227,7 @@ def _has_newer_commit(path: str, version: int) -> bool:
     exists, or log cleanup removed ``version``'s, or a later checkpoint was written."""
     if not storage.is_local(path):
         return True
-    if os.path.exists(_log_entry(path, version + 1)) or \
-            not os.path.exists(_log_entry(path, version)):
+    if os.path.exists(_log_entry(path, version + 1)):
         return True
     try:
         with open(os.path.join(path, "_delta_log", "_last_checkpoint"),
@@ -633,22 +658,59 @@ def empty_rows(schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
-def query(sql: str, tables: Mapping[str, str], *, setup: Sequence[str] = ()) -> pa.Table:
-    """Run one SQL statement (DataFusion) over the Delta tables ``{name: path}``.
+def query(sql: str, tables: Mapping[str, tuple[str, pa.Schema]], *,
+          setup: Sequence[str] = (), check_plan: Callable[[str], None] | None = None
+          ) -> pa.Table:
+    """Run one SQL statement (DataFusion) over the Delta tables ``{name: (path, schema)}``;
+    a table not created yet is queried as empty, with ``schema``.
 
-    ``setup`` statements (e.g. ``CREATE VIEW``) run first, in the same session.
+    ``setup`` statements (e.g. ``CREATE VIEW``) run first, in the same session. Before the
+    statement runs, ``check_plan`` gets the kind of its logical plan, as DataFusion plans
+    it (the root node's name: ``Projection``, ``Dml``, ``CreateView``, ...; ``Explain``
+    for an EXPLAIN, ``Statements`` for several), and may refuse it by raising.
 
     Raises:
         DeltamarkError: the SQL failed to plan or run (message from DataFusion).
     """
-    builder = QueryBuilder()
-    for name, path in tables.items():
+    builder = QueryBuilder({"datafusion.catalog.information_schema": "true"})
+    views = []
+    for name, (path, schema) in tables.items():
         if is_table(path):
             builder.register(name, _open(path))
+        else:
+            views.append(_empty_view(name, schema))
     try:
-        for statement in setup:
+        for statement in [*views, *setup]:
             builder.execute(statement).read_all()
+        if check_plan is not None:
+            check_plan(_plan_kind(builder, sql))
         return pa.RecordBatchReader.from_stream(builder.execute(sql)).read_all()
+    except errors.DeltamarkError:
+        raise
     except Exception as exc:  # DataFusion raises plain Exception subclasses
         message = " ".join(str(exc).split())
         raise errors.DeltamarkError(f"sql: {message}") from exc
+
+
+def _plan_kind(builder: QueryBuilder, sql: str) -> str:
+    try:
+        plans = pa.RecordBatchReader.from_stream(builder.execute(f"EXPLAIN {sql}")).read_all()
+    except Exception as exc:
+        if "Nested EXPLAINs" in str(exc):
+            return "Explain"
+        if "single SQL statement" in str(exc):
+            return "Statements"  # more than one
+        raise
+    logical = next(p for t, p in zip(plans["plan_type"].to_pylist(), plans["plan"].to_pylist(),
+                                     strict=True) if t == "logical_plan")
+    return logical.split(":", 1)[0].split()[0]
+
+
+_SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INT", "double": "DOUBLE",
+              "bool": "BOOLEAN", "timestamp[us, tz=UTC]": "TIMESTAMP"}
+
+
+def _empty_view(name: str, schema: pa.Schema) -> str:
+    columns = ", ".join(f'CAST(NULL AS {_SQL_TYPES.get(str(f.type), "VARCHAR")}) AS "{f.name}"'
+                        for f in schema)
+    return f'CREATE VIEW "{name}" AS SELECT {columns} WHERE false'

@@ -37,7 +37,7 @@ from framework.storage import filesystem
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["OUTPUT_TAG", "ParquetCommit", "committed", "discard", "is_output",
+__all__ = ["OUTPUT_TAG", "ParquetCommit", "commits", "committed", "discard", "is_output",
            "remove_runs_after", "write"]
 
 LOG_DIR = "_deltamark"
@@ -55,14 +55,18 @@ class ParquetCommit:
     files: tuple[str, ...]
     rows: int
     replayed: bool = False
+    #: what the run commits to the state (``target_runs.run_record``)
+    record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    committed_at: datetime | None = None
 
 
 def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, attempt: int,
-          partition_by: Sequence[str] = (),
+          partition_by: Sequence[str] = (), record: Mapping[str, Any] | None = None,
           before_commit: Callable[[], object] = lambda: None) -> ParquetCommit:
     """Write ``df`` to ``target`` as run ``run_seq``'s files; a run that already landed
     there is not written again (its commit is returned, ``replayed``). ``before_commit``
-    is called once the files are staged, before any is moved into ``target``."""
+    is called once the files are staged, before any is moved into ``target``; ``record``
+    goes into the manifest."""
     discard(target, job, run_seq)  # what an earlier attempt left, if it stopped midway
     fs, base, to_uri = filesystem(target)
     if (done := _manifest(fs, base, job, run_seq)) is not None:
@@ -73,7 +77,8 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
         df.write.mode("overwrite").partitionBy(*partition_by).parquet(to_uri(staging))
         before_commit()
         files, rows = _move(fs, staging, base, tag)
-        commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows)
+        commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows,
+                               record=dict(record or {}), committed_at=datetime.now(UTC))
         _write_manifest(fs, base, commit)
     except BaseException:
         discard(target, job, run_seq)
@@ -91,6 +96,12 @@ def committed(target: str, job: str, run_seq: int) -> ParquetCommit | None:
     """Run ``run_seq``'s commit in ``target``, or None if it has not landed there."""
     fs, base, _ = filesystem(target)
     return _manifest(fs, base, job, run_seq)
+
+
+def commits(target: str, job: str) -> list[ParquetCommit]:
+    """Every run of ``job`` that landed in ``target`` (none when it is no target)."""
+    fs, base, _ = filesystem(target)
+    return _manifests(fs, base, job)
 
 
 def discard(target: str, job: str, run_seq: int) -> int:
@@ -164,7 +175,9 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> ParquetCommit:
     with fs.open_input_stream(path) as stream:
         found = json.loads(stream.read())
     return ParquetCommit(job=found["job"], run_id=found["run_id"], run_seq=found["run_seq"],
-                         files=tuple(found["files"]), rows=found["rows"])
+                         files=tuple(found["files"]), rows=found["rows"],
+                         record=found.get("record", {}),
+                         committed_at=datetime.fromisoformat(found["committed_at"]))
 
 
 def _write_manifest(fs: pafs.FileSystem, base: str, commit: ParquetCommit) -> None:
@@ -174,9 +187,9 @@ def _write_manifest(fs: pafs.FileSystem, base: str, commit: ParquetCommit) -> No
     aside = f"{path}.{uuid.uuid4().hex}.tmp"
     body = {"job": commit.job, "run_id": commit.run_id, "run_seq": commit.run_seq,
             "files": list(commit.files), "rows": commit.rows,
-            "committed_at": datetime.now(UTC).isoformat()}
+            "committed_at": commit.committed_at.isoformat(), "record": dict(commit.record)}
     with fs.open_output_stream(aside) as out:
-        out.write(json.dumps(body, indent=1).encode())
+        out.write(json.dumps(body, indent=1, default=str).encode())
     fs.move(aside, path)
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow.fs as pafs
 
 from framework.listed_reads import ListedFile, read_listed
+from framework.sources import malformed
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -109,9 +110,28 @@ class FileSource:
     rewritten: RewritePolicy = "ignore"
     max_band_ms: int = DEFAULT_MAX_BAND_MS
     lineage_column: str | None = None
+    bad_records: malformed.BadRecords = "fail"
+    #: the Delta table malformed records go to (``bad_records="quarantine"``)
+    bad_records_table: str | None = None
 
     def problems(self) -> list[str]:
         found = []
+        if self.bad_records not in malformed.POLICIES:
+            found.append(f"bad_records must be one of {', '.join(malformed.POLICIES)}, not "
+                         f"{self.bad_records!r}")
+        elif self.bad_records != "fail" and self.format not in malformed.TEXT_FORMATS:
+            found.append(f"bad_records={self.bad_records!r} applies to "
+                         f"{', '.join(sorted(malformed.TEXT_FORMATS))} files, not "
+                         f"{self.format}")
+        if (self.bad_records == "quarantine") != bool(self.bad_records_table):
+            found.append("bad_records='quarantine' and bad_records_table (a Delta table "
+                         "path) go together")
+        if ignored := [k for k, v in self.options.items()
+                       if k.lower() in ("ignorecorruptfiles", "ignoremissingfiles")
+                       and str(v).lower() == "true"]:
+            found.append(f"option {ignored[0]} would skip files that the bookmark then "
+                         "counts as read; fix or exclude those files (exclusions), or use "
+                         "bad_records for malformed records")
         if self.format not in FORMATS:
             found.append(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
         if self.format == "xml" and not {k.lower() for k in self.options} & {"rowtag"}:
@@ -152,7 +172,8 @@ class FilePlan:
 
     ``backlog``: pending files a bounded run leaves for later runs. ``rewritten``: files
     skipped as rewrites (policy ignore). ``state``: the context's state once this run has
-    committed (None when the mode does not advance bookmarks).
+    committed (None when the mode does not advance bookmarks). ``carried``: files earlier
+    runs read that ``state`` still tracks by name (modified after its settled time).
     """
 
     files: tuple[ListedFile, ...]
@@ -160,6 +181,7 @@ class FilePlan:
     backlog: int = 0
     rewritten: int = 0
     state: FileState | None = None
+    carried: tuple[ListedFile, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -249,7 +271,11 @@ def plan_files(
     state = FileState(settled_ms=max(previous.settled_ms, settled),
                       files_total=previous.files_total + len(chosen),
                       bytes_total=previous.bytes_total + plan.bytes)
-    return dataclasses.replace(plan, state=state)
+    read = {f.path for f in chosen}
+    carried = tuple(ListedFile(path, size, modified)
+                    for path, (modified, size) in (start.window.items() if start else ())
+                    if modified > state.settled_ms and path not in read)
+    return dataclasses.replace(plan, state=state, carried=carried)
 
 
 def _statuses(files: Sequence[ListedFile], bookmark: FileBookmark | None) -> dict[str, str]:
@@ -310,8 +336,17 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataF
 
         return avro.read(spark, [f.path for f in plan.files], base_path=base_path,
                          schema=source.schema, lineage_column=source.lineage_column)
-    df = read_listed(spark, plan.files, format=source.format, options=source.options,
-                     schema=source.schema, base_path=base_path)
+    options, schema = source.options, source.schema
+    if malformed.applies(source.format, options):
+        if source.bad_records != "fail" and schema is None and source.format != "json":
+            # only JSON's inference adds the column for malformed records
+            schema = read_listed(spark, plan.files, format=source.format, options=options,
+                                 schema=None, base_path=base_path).schema
+        options = {**options, **malformed.reader_options(source.bad_records)}
+        if source.bad_records != "fail" and schema is not None:
+            schema = malformed.with_corrupt_column(schema)
+    df = read_listed(spark, plan.files, format=source.format, options=options,
+                     schema=schema, base_path=base_path)
     if source.lineage_column:
         df = df.withColumn(source.lineage_column, F.col("_metadata.file_path"))
     return df

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from framework.config import text_value
 from framework.errors import ConfigError, DatabaseError
+from framework.redaction import redact, remember_credentials, remember_secret
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,7 +61,6 @@ DRIVERS: Mapping[str, str] = {
 _NUMERIC_TYPES = frozenset({-7, -6, 5, 4, -5, 6, 7, 8, 2, 3})
 _TEXT_TYPES = frozenset({1, 12, -1, -9, -15, -16})
 
-_SECRET_IN_URL = re.compile(r"(?i)((?:password|passwd|pwd)=)[^&;]*|(//[^/:@]+:)[^@/]*(@)")
 _ENV_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -73,6 +73,10 @@ class Connection:
     password: str | None = field(default=None, repr=False)
     driver: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        remember_credentials(self.url)
+        remember_secret(self.password)
 
     @property
     def dialect(self) -> str:
@@ -89,8 +93,7 @@ class Connection:
     @property
     def display(self) -> str:
         """The URL with any credentials in it masked."""
-        return _SECRET_IN_URL.sub(
-            lambda m: f"{m[1]}***" if m[1] else f"{m[2]}***{m[3]}", self.url)
+        return redact(self.url)
 
     def jdbc_properties(self) -> dict[str, str]:
         """The driver properties, with user and password."""

@@ -1,0 +1,37 @@
+"""deltamark state ..."""
+
+from typing import Annotated
+
+import typer
+
+from framework import admin
+from framework.cli._common import library_errors, options
+
+app = typer.Typer(help="The state tables themselves: repair.", no_args_is_help=True)
+
+
+@app.command("repair")
+def repair(
+    ctx: typer.Context,
+    job: Annotated[str, typer.Argument(help="The job.")],
+    targets: Annotated[list[str] | None, typer.Option(
+        "--target", help="Also search this target (a path or URI) for runs of JOB; "
+                         "repeatable. The targets the state knows are always searched.")] = None,
+) -> None:
+    """Record again the runs of JOB that its targets hold and its state lost (a state
+    root restored from a backup, or missing its newest commits)."""
+    with library_errors(ctx):
+        done = admin.repair(options(ctx).settings(), job, targets=targets or ())
+    if not done.runs:
+        typer.echo(f"{job}: the state knows every run its {len(done.targets)} target(s) "
+                   "hold; nothing to repair.")
+        return
+    for repaired in done.runs:
+        run = repaired.run
+        typer.echo(f"{job}: recorded run {run.run_seq} ({run.run_id}) from "
+                   f"{', '.join(run.outputs)}, with "
+                   f"{', '.join(b.context for b in repaired.bookmarks) or 'no bookmarks'}")
+        for target in repaired.missing_from:
+            typer.echo(f"  warning: {target} does not hold run {run.run_seq}; if the job "
+                       "writes it every run, it misses that run's rows (rewind to the run "
+                       "before with --restore-targets to redo it).")
