@@ -30,7 +30,7 @@ from framework.runner import discard_unlanded, landed_targets
 from framework.sinks import parquet
 from framework.target_runs import TargetRun, runs_in
 from framework.workflows.definition import workflow_names
-from state_tables.model import Bookmark, Run
+from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import StateStore
 
 __all__ = ["PrunedTarget", "Repair", "RepairedRun", "RestoredTarget", "Rewind", "abort_run",
@@ -289,7 +289,9 @@ def repair(settings: Settings, job: str, *, targets: Sequence[str] = ()) -> Repa
     return Repair(job, searched, tuple(r for r, _ in lost))
 
 
-def _lost_run(job: str, seq: int, held: Sequence[TargetRun], searched: Sequence[str]):
+def _lost_run(job: str, seq: int, held: Sequence[TargetRun], searched: Sequence[str]
+              ) -> tuple[RepairedRun, tuple[list[Bookmark], list[ProcessedFile],
+                                            list[Watermark]]]:
     if len({h.run_id for h in held}) > 1:
         listed = "; ".join(f"{h.target}: {h.run_id}" for h in held)
         raise RepairError(job, f"run {seq} is a different run in different targets "

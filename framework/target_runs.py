@@ -1,8 +1,8 @@
 """A job's runs as its targets hold them, checked against the state, and read back.
 
 Each target commit of a run carries the run's identity and what it commits to the state
-(its ``RunRecord``): in a Delta commit's ``userMetadata`` under ``deltamark``, in a
-Parquet target's manifest. So a state root restored from a backup, or missing its newest
+(its record, ``run_record``): in a Delta commit's ``userMetadata`` under ``deltamark``,
+in a Parquet target's manifest. So a state root restored from a backup, or missing its newest
 commits, is noticed before a run writes over it (``check_state_knows``), and the runs it
 lost are rebuilt from the targets (``framework.admin.repair``).
 """
@@ -20,7 +20,8 @@ from framework.sinks import parquet
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import typed_value
 
-__all__ = ["TargetRun", "check_state_knows", "check_target_write", "run_record", "runs_in"]
+__all__ = ["TargetRun", "app_id", "check_state_knows", "check_target_write", "run_record",
+           "runs_in"]
 
 #: a file context's window (files newer than its settled time) is kept up to this size
 MAX_WINDOW_FILES = 1000
@@ -34,7 +35,7 @@ def app_id(job: str) -> str:
 def run_record(job: str, run_id: str, run_seq: int, mode: str,
                bookmarks: Sequence[Bookmark], files: Sequence[ProcessedFile],
                watermarks: Iterable[Watermark]) -> dict[str, Any]:
-    """What a target commit of ``run`` carries: the run's identity, its bookmarks, the
+    """What a target commit of the run carries: its identity and mode, its bookmarks, the
     files each file bookmark tracks by name (read with a modification time after its
     settled time; None when there are more than ``MAX_WINDOW_FILES``) and its watermarks.
     """
@@ -72,12 +73,15 @@ class TargetRun:
         Raises:
             ValueError: the record lacks what the rows need (named in the message).
         """
-        job, run_id, seq = self.record.get("job"), self.run_id, self.run_seq
+        if not self.record:
+            raise ValueError("its commit carries no record (made before deltamark kept "
+                             "one, or no longer in the table's log)")
+        job, run_id, seq = self.record["job"], self.run_id, self.run_seq
         bookmarks, files = [], []
         for context, entry in self.record.get("bookmarks", {}).items():
             if "kind" not in entry:
                 raise ValueError(f"its commit predates the records deltamark keeps in "
-                                 f"targets (context {context})")
+                                 f"targets (context {context} has no kind)")
             if entry.get("window", []) is None:
                 raise ValueError(f"context {context} read more than {MAX_WINDOW_FILES} "
                                  "files within its settling window, which the commit does "
