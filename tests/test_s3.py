@@ -409,3 +409,31 @@ def test_a_workflow_run_s_jobs_read_and_write_s3_on_its_server(ws, bucket):
     store = StateStore(f"{bucket}/state")
     assert [r.status for job in ("copy", "probe") for r in store.runs(job)] == [
         "succeeded"] * 2
+
+
+def test_targets_on_s3_ahead_of_a_restored_state_are_refused_then_repaired(ws, bucket):
+    """A Delta and a Parquet target on S3; the state root restored from a backup."""
+    import shutil
+
+    from framework import admin
+    from framework.errors import StateBehindTargetsError
+
+    parquet_target, delta_target = f"{bucket}/lake/p", f"{bucket}/lake/d"
+    ws.declare(cls="CopyToParquet", target=parquet_target, archive=delta_target)
+    ws.land(rows=1)
+    ws.run()
+    shutil.copytree(ws.root / "state", ws.root / "backup")
+    ws.land(rows=1)
+    ws.run()
+    shutil.rmtree(ws.root / "state")
+    shutil.copytree(ws.root / "backup", ws.root / "state")
+    ws.land(rows=1)
+    with pytest.raises(StateBehindTargetsError, match="holds run 2"):
+        ws.run()
+    [repaired] = admin.repair(ws.settings, "copy").runs
+    assert sorted(repaired.run.outputs) == [delta_target, parquet_target]
+    assert ws.run().planned_files["src"] == [str(ws.landing / "batch-003.json")]
+    assert sorted(r.id for r in ws.spark.read.parquet(parquet_target).collect()) == [
+        100, 200, 300]
+    assert sorted(DeltaTable(delta_target, storage_options=storage.delta_options(
+        delta_target)).to_pyarrow_table()["id"].to_pylist()) == [100, 200, 300]
