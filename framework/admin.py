@@ -24,12 +24,9 @@ from framework.errors import (
     StateHistoryError,
     WorkflowNotFoundError,
 )
-from framework.job_config import job_names
 from framework.lease import job_lease
-from framework.runner import discard_unlanded, landed_targets
 from framework.sinks import parquet
-from framework.target_runs import TargetRun, runs_in
-from framework.workflows.definition import workflow_names
+from framework.target_runs import TargetRun, discard_unlanded, landed_targets, runs_in
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import StateStore
 
@@ -73,6 +70,8 @@ def require_job(settings: Settings, job: str) -> None:
     Raises:
         JobNotFoundError: neither; it lists the jobs known.
     """
+    from framework.job_config import job_names
+
     store = StateStore(settings.state_root)
     declared = job_names(settings)
     if job not in declared and store.last_run(job) is None:
@@ -86,6 +85,8 @@ def require_workflow(settings: Settings, name: str) -> None:
     Raises:
         WorkflowNotFoundError: neither; it lists the workflows declared.
     """
+    from framework.workflows.definition import workflow_names
+
     store = StateStore(settings.state_root)
     if name not in workflow_names(settings) and not store.workflow_run(name):
         raise WorkflowNotFoundError(name, str(settings.conf_dir), workflow_names(settings))

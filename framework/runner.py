@@ -57,7 +57,7 @@ from framework.redaction import redact, redact_values
 from framework.sinks import parquet
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import resolve_connection
-from framework.target_runs import app_id, check_state_knows
+from framework.target_runs import check_state_knows, discard_unlanded, landed_targets
 from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
 from state_tables.store import StateStore
 
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
 
-__all__ = ["Recovery", "RunReport", "discard_unlanded", "landed_targets", "run_job"]
+__all__ = ["Recovery", "RunReport", "run_job"]
 
 logger = logging.getLogger("deltamark.runner")
 
@@ -266,7 +266,7 @@ def _roll_back(ctx: JobContext, run: Run) -> list[str]:
     undone = []
     attempt = dataclasses.replace(run, outputs=ctx.outputs())
     for target in landed_targets(attempt):
-        if _is_parquet(attempt, target):
+        if parquet.is_output(attempt.outputs[target]):
             parquet.remove_runs_after(target, run.job, run.run_seq - 1)
         else:
             newest = log.history(target, limit=1)[0]
@@ -364,37 +364,6 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     _execute(spec, identity, replayed, options, store, spark, engine, connections,
              recovery="replayed")
     return Recovery(last.run_id, last.run_seq, "replayed")
-
-
-def _attempted(run: Run) -> list[str]:
-    return [t for t, out in run.outputs.items() if out.get("pending") or out.get("written")]
-
-
-def landed_targets(run: Run) -> list[str]:
-    """The targets that hold ``run``'s commit: a Delta table whose app transaction reached
-    its run_seq, a Parquet directory with its manifest."""
-    return [t for t in _attempted(run) if _landed(run, t)]
-
-
-def _landed(run: Run, target: str) -> bool:
-    if _is_parquet(run, target):
-        return parquet.committed(target, run.job, run.run_seq) is not None
-    return (log.is_table(target)
-            and (log.transaction_version(target, app_id(run.job)) or 0) >= run.run_seq)
-
-
-def discard_unlanded(run: Run) -> None:
-    """Delete the files an unfinished ``run`` left in Parquet targets it did not land in
-    (Delta targets need nothing: an uncommitted write is invisible)."""
-    for target in _attempted(run):
-        if _is_parquet(run, target):
-            parquet.discard(target, run.job, run.run_seq)
-
-
-def _is_parquet(run: Run, target: str) -> bool:
-    return parquet.is_output(run.outputs[target])
-
-
 
 
 def _connections(settings: Settings) -> Connections:

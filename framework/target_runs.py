@@ -20,8 +20,8 @@ from framework.sinks import parquet
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import typed_value
 
-__all__ = ["TargetRun", "app_id", "check_state_knows", "check_target_write", "run_record",
-           "runs_in"]
+__all__ = ["TargetRun", "app_id", "check_state_knows", "check_target_write",
+           "discard_unlanded", "landed_targets", "run_record", "runs_in"]
 
 #: a file context's window (files newer than its settled time) is kept up to this size
 MAX_WINDOW_FILES = 1000
@@ -145,3 +145,28 @@ def check_state_knows(job: str, targets: Iterable[str], last: Run) -> None:
         if held := runs_in(target, job, after_seq=last.run_seq):
             raise StateBehindTargetsError(job, target, held[-1].run_seq, held[-1].run_id,
                                           last.run_seq, last.run_id)
+
+
+def landed_targets(run: Run) -> list[str]:
+    """The targets that hold ``run``'s commit: a Delta table whose app transaction reached
+    its run_seq, a Parquet directory with its manifest."""
+    return [t for t in _attempted(run) if _landed(run, t)]
+
+
+def discard_unlanded(run: Run) -> None:
+    """Delete the files an unfinished ``run`` left in Parquet targets it did not land in
+    (Delta targets need nothing: an uncommitted write is invisible)."""
+    for target in _attempted(run):
+        if parquet.is_output(run.outputs[target]):
+            parquet.discard(target, run.job, run.run_seq)
+
+
+def _attempted(run: Run) -> list[str]:
+    return [t for t, out in run.outputs.items() if out.get("pending") or out.get("written")]
+
+
+def _landed(run: Run, target: str) -> bool:
+    if parquet.is_output(run.outputs[target]):
+        return parquet.committed(target, run.job, run.run_seq) is not None
+    return (log.is_table(target)
+            and (log.transaction_version(target, app_id(run.job)) or 0) >= run.run_seq)

@@ -6,14 +6,16 @@ import os
 import signal
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from framework.cli._common import library_errors, options
 from framework.config import Settings
-from framework.runner import RunReport, run_job
 from framework.sinks import parquet
+
+if TYPE_CHECKING:
+    from framework.runner import RunReport
 
 SHOWN_FILES = 20
 
@@ -57,6 +59,8 @@ def run(
         settings = cli.settings()
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)
+        from framework.runner import run_job  # Spark and the job's code: only here
+
         report = run_job(settings, job, bookmark=bookmark,
                          bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
                          dry_run=dry_run, force=force, script=script)
@@ -111,7 +115,7 @@ def _describe_counts(counts: dict) -> str:
             "rewritten files skipped")
 
 
-def _text(report: RunReport) -> str:
+def _text(report: "RunReport") -> str:
     if report.status == "skipped":
         return (f"{report.job}: {'dry run: would skip' if report.dry_run else 'skipped'} run "
                 f"{report.run_seq} in {report.seconds:.2f} s, without starting Spark: "
