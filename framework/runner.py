@@ -70,6 +70,10 @@ __all__ = ["Recovery", "RunReport", "run_job"]
 
 logger = logging.getLogger("deltamark.runner")
 
+#: a run first checks the targets of the job's last this many runs (each write checks its
+#: own target again): reading every run's outputs would grow with the job's history
+KNOWN_TARGETS_RUNS = 100
+
 
 @dataclass(frozen=True)
 class Recovery:
@@ -164,7 +168,8 @@ def run_job(
         logger.info("%s: %s: starting the run", job, ahead.reason)
         last = store.last_run(job)
         if last is not None:
-            check_state_knows(job, store.written_targets(job), last)
+            check_state_knows(job, store.written_targets(
+                job, since_seq=last.run_seq - KNOWN_TARGETS_RUNS), last)
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
         recovered = None if dry_run else _recover(spec, last, store, session, engine,

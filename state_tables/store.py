@@ -127,9 +127,11 @@ class StateStore:
         """Every job with a recorded run."""
         return sorted(pc.unique(self._read_where(RUNS, [], columns=["job"])["job"]).to_pylist())
 
-    def written_targets(self, job: str) -> list[str]:
-        """Every target a run of ``job`` wrote (or began to write), as recorded."""
-        outputs = self._read_where(RUNS, [("job", "=", job)], columns=["outputs"])["outputs"]
+    def written_targets(self, job: str, *, since_seq: int = 0) -> list[str]:
+        """Every target a run of ``job`` (from run ``since_seq`` on) wrote or began to
+        write, as recorded."""
+        outputs = self._read_where(RUNS, [("job", "=", job), ("run_seq", ">=", since_seq)],
+                                   columns=["outputs"])["outputs"]
         return sorted({target for entry in pc.unique(outputs).to_pylist()
                        for target, out in json.loads(entry).items()
                        if out.get("written") or out.get("pending")})
