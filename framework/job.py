@@ -23,8 +23,9 @@ import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from framework.bookmark_history import BookmarkHistory
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from framework.quality import RuleSet
 
 __all__ = ["Connections", "IncrementalJob", "JobContext", "PinnedRead", "RunIdentity",
-           "TargetWriteHooks"]
+           "TargetWriteHooks", "WorkflowRun"]
 
 #: Resolves a connection name from conf (or a jdbc: URL) to a ``jdbc.Connection``.
 Connections = Callable[[str], jdbc.Connection]
@@ -99,6 +100,16 @@ class PinnedRead:
 
 
 @dataclass(frozen=True)
+class WorkflowRun:
+    """The workflow run a job runs in (none when run alone), and the run properties it
+    started with: the workflow's, the workflow run's, and those earlier jobs published."""
+
+    name: str | None = None
+    run_id: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunIdentity:
     """Which run this is."""
 
@@ -111,6 +122,7 @@ class RunIdentity:
     pinned: Mapping[str, PinnedRead] | None = None
     #: 1 for a first try, +1 for each retry or replay
     attempt: int = 1
+    workflow: WorkflowRun = field(default_factory=WorkflowRun)
 
 
 class TargetWriteHooks(Protocol):
@@ -128,6 +140,9 @@ class JobContext:
 
     Attributes:
         spark, params, job_name, run_id, run_seq, mode, log, dry_run
+        run_properties: the workflow run's properties when the job started (read-only;
+            ``publish`` adds to them for the jobs after this one)
+        workflow_name, workflow_run_id: the workflow run this run is part of, or None
     """
 
     def __init__(self, *, spark: SparkSession, run: RunIdentity, params: Mapping[str, str],
@@ -137,6 +152,8 @@ class JobContext:
         self.spark = spark
         self.params = dict(params)
         self.job_name, self.run_id, self.run_seq = run.job, run.run_id, run.run_seq
+        self.run_properties: Mapping[str, str] = MappingProxyType(dict(run.workflow.properties))
+        self.workflow_name, self.workflow_run_id = run.workflow.name, run.workflow.run_id
         self.bookmark = bookmark
         self.mode = bookmark.mode
         self.dry_run = dry_run
@@ -668,7 +685,8 @@ class JobContext:
 
     def publish(self, name: str, value: Any) -> None:
         """Publish a run property (e.g. the version this run wrote): in a workflow, the jobs
-        started after this one get it as the param ``name``. Also in the run's report.
+        started after this one see it in ``ctx.run_properties`` (and as a param where a
+        trigger maps it: ``args_from_properties``). Also in the run's report.
 
         Raises:
             JobError: ``name`` is not a plain name (letters, digits, ``_``, ``.``, ``-``).

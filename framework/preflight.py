@@ -12,8 +12,9 @@ It never skips when
   its conf: jobs that do time-based work), or the bookmark mode is not enable;
 - the job's last run did not succeed (nor was skipped) in enable mode: it may need
   recovery or a retry, or held its bookmarks;
-- the fingerprint differs from that run's: the job's conf, params or arguments, its code
-  (the ``.py`` files beside its module or script), the settings or deltamark's version;
+- the fingerprint differs from that run's: the job's conf, params, arguments or run
+  properties, its code (the ``.py`` files beside its module or script), the settings or
+  deltamark's version;
 - a source that run read cannot be planned without Spark (an untracked file read, a
   database without a Python driver here, a read with lookback), or planning one fails
   (the run then reports the error itself).
@@ -59,7 +60,7 @@ class Preflight:
 
 
 def fingerprint(settings: Settings, spec: JobSpec, arguments: Mapping[str, str],
-                mode: str) -> str | None:
+                mode: str, *, run_properties: Mapping[str, str] | None = None) -> str | None:
     """A hash of what decides a run besides its input (see the module docstring); None
     when the job's code cannot be found (then its runs are never skipped)."""
     code = _code_files(spec)
@@ -67,6 +68,7 @@ def fingerprint(settings: Settings, spec: JobSpec, arguments: Mapping[str, str],
         return None
     digest = hashlib.sha256()
     decided_by = {"deltamark": __version__, "mode": mode, "arguments": dict(arguments),
+                  **({"run_properties": dict(run_properties)} if run_properties else {}),
                   "delta": settings.delta, "spark_conf": dict(settings.spark.conf),
                   "connections": {k: dict(v) for k, v in settings.connections.items()},
                   "buckets": {k: asdict(v) for k, v in settings.buckets.items()}}

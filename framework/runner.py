@@ -49,7 +49,7 @@ from framework.errors import (
     one_line,
 )
 from framework.faults import crash_point
-from framework.job import Connections, JobContext, PinnedRead, RunIdentity
+from framework.job import Connections, JobContext, PinnedRead, RunIdentity, WorkflowRun
 from framework.job_config import JobSpec, load_job
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
@@ -118,6 +118,7 @@ def run_job(
     force: bool = False,
     spark: SparkSession | None = None,
     script: str | os.PathLike[str] | None = None,
+    workflow: WorkflowRun | None = None,
 ) -> RunReport:
     """Run ``job`` once (first recovering an interrupted earlier run), unless it has nothing
     new to read: then the run is recorded as ``skipped`` before Spark starts
@@ -133,6 +134,8 @@ def run_job(
         dry_run: plan and report what would be read; write, recover and record nothing.
         force: run even when there is nothing new.
         spark: a session to use; by default one is started from ``settings``.
+        workflow: the workflow run this run is part of, and its run properties (the job
+            sees them as ``ctx.run_properties``; a change in them is a reason to run).
 
     Raises:
         JobNotFoundError, ConfigError, BookmarkOptionError: before anything runs.
@@ -153,8 +156,9 @@ def run_job(
     store = StateStore(settings.state_root)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
     params = {**spec.params, **(args or {})}
+    workflow = workflow or WorkflowRun()
     fingerprint = preflight.fingerprint(settings, spec, _arguments(params, options),
-                                        options.mode)
+                                        options.mode, run_properties=workflow.properties)
     connections = _connections(settings)
     run_id = uuid.uuid4().hex
     lease = contextlib.nullcontext() if dry_run else job_lease(settings.state_root, job, run_id)
@@ -173,13 +177,13 @@ def run_job(
         session = _session(settings, spec, spark)
         engine = _engine(settings, session)
         recovered = None if dry_run else _recover(spec, last, store, session, engine,
-                                                  connections, params)
+                                                  connections, params, workflow)
         if recovered is not None:  # it settled the last run: read its new status
             last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
                                run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs,
                                attempt=last.attempt + 1 if last and last.status == "failed"
-                               else 1)
+                               else 1, workflow=workflow)
         ctx, run = _execute(spec, identity, params, options, store, session, engine,
                             connections, dry_run=dry_run, fingerprint=fingerprint)
     return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=run.attempt,
@@ -338,12 +342,13 @@ class _Steps:
 
 
 def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,
-             engine: DeltaEngine, connections: Connections, params: Mapping[str, str]
-             ) -> Recovery | None:
+             engine: DeltaEngine, connections: Connections, params: Mapping[str, str],
+             workflow: WorkflowRun) -> Recovery | None:
     """Settle the job's ``last`` run if it did not succeed (see the module docstring).
 
     A replay takes the last run's arguments; one recorded masked (it held a secret) is
-    this run's ``params`` value that masks the same."""
+    this run's ``params`` value that masks the same. It sees this run's ``workflow`` (run
+    properties are not recorded with a run)."""
     # "committing": a status older versions recorded after the job returned; replayed too
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
@@ -362,7 +367,7 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     pinned = {c: PinnedRead(tuple(by_context.get(c, ())), states.get(c))
               for c in {*by_context, *states}}
     identity = RunIdentity(job=spec.name, run_id=last.run_id, run_seq=last.run_seq,
-                           pinned=pinned, attempt=last.attempt + 1)
+                           pinned=pinned, attempt=last.attempt + 1, workflow=workflow)
     replayed = {k: params[k] if k in params and redact(params[k]) == v else v
                 for k, v in last.arguments.items() if k not in ("bookmark_from", "bookmark_to")}
     options = BookmarkOptions.parse(spec.name, last.mode)

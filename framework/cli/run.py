@@ -36,6 +36,12 @@ def run(
         help="pause: read up to what this run had processed.")] = None,
     arg: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE overriding a job param; repeat for several.")] = None,
+    run_property: Annotated[list[str] | None, typer.Option(
+        help="KEY=VALUE run property (ctx.run_properties); repeat for several.")] = None,
+    workflow: Annotated[str | None, typer.Option(
+        help="The workflow this run is part of (set by deltamark workflow run).")] = None,
+    workflow_run_id: Annotated[str | None, typer.Option(
+        help="The workflow run this run is part of.")] = None,
     dry_run: Annotated[bool, typer.Option(
         help="Plan and show what would be read; write and record nothing.")] = False,
     force: Annotated[bool, typer.Option(
@@ -59,11 +65,14 @@ def run(
         settings = cli.settings()
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)
+        from framework.job import WorkflowRun
         from framework.runner import run_job  # Spark and the job's code: only here
 
+        properties = dict(key_value(p, "--run-property") for p in run_property or [])
         report = run_job(settings, job, bookmark=bookmark,
                          bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
-                         dry_run=dry_run, force=force, script=script)
+                         dry_run=dry_run, force=force, script=script,
+                         workflow=WorkflowRun(workflow, workflow_run_id, properties))
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
 
 
@@ -86,11 +95,11 @@ def _on_server(settings: Settings, argv: tuple[str, ...]) -> int | None:
     return code if code >= 0 else 128 - code
 
 
-def key_value(text: str) -> tuple[str, str]:
+def key_value(text: str, option: str = "--arg") -> tuple[str, str]:
     """``KEY=VALUE`` from the command line (a usage error otherwise)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise typer.BadParameter(f"'{text}' is not KEY=VALUE", param_hint="--arg")
+        raise typer.BadParameter(f"'{text}' is not KEY=VALUE", param_hint=option)
     return key, value
 
 

@@ -8,6 +8,7 @@ The modules mirror ``awsglue``'s, so a script changes only its imports::
     from framework.glue.dynamicframe import DynamicFrame     # awsglue.dynamicframe
     from framework.glue.transforms import Relationalize      # awsglue.transforms
     from framework.glue.ml import FindMatches                # awsglueml.transforms (fails)
+    from framework.glue.workflow import get_workflow_run_properties  # boto3's Glue client
 
 and runs with ``deltamark run --script PATH --arg JOB_NAME=... --arg NAME=VALUE``.
 """

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from framework.glue.script import GlueRun
 
-__all__ = ["GlueContext", "current_run"]
+__all__ = ["GlueContext", "active_run", "current_run"]
 
 _CURRENT: contextvars.ContextVar[GlueRun] = contextvars.ContextVar("deltamark_glue_run")
 
@@ -42,7 +42,8 @@ def current_run(run: GlueRun) -> Iterator[None]:
         _CURRENT.reset(token)
 
 
-def _run() -> GlueRun:
+def active_run() -> GlueRun:
+    """The run of the script calling (``GlueUnsupportedError`` outside one)."""
     run = _CURRENT.get(None)
     if run is None:
         raise GlueUnsupportedError("GlueContext outside deltamark run --script",
@@ -55,7 +56,7 @@ class GlueContext:
     ``write_dynamic_frame``. Made inside a script run by ``deltamark run --script``."""
 
     def __init__(self, spark_context: Any = None, **_: Any):
-        self._run = _run()
+        self._run = active_run()
         self._ctx = self._run.ctx
         self.spark_session = self._ctx.spark
         self.create_dynamic_frame = _Reader(self, dynamic=True)

@@ -2,6 +2,8 @@
 
 The script runs as the job's ``run``, with ``sys.argv`` made of the run's params the way
 Glue passes job arguments (``--NAME value``), so ``getResolvedOptions`` reads them.
+In a workflow, it also gets ``--WORKFLOW_NAME`` and ``--WORKFLOW_RUN_ID`` as Glue passes
+them (``framework.glue.workflow`` reads and publishes the run properties).
 Bookmarks follow Glue: ``--job-bookmark-option`` (default job-bookmark-disable) picks the
 mode, and they advance only if the script calls ``job.commit()``.
 """
@@ -60,6 +62,8 @@ class _GlueScript(IncrementalJob):
     def run(self, ctx: JobContext) -> None:
         params = {k: v for k, v in ctx.params.items() if k not in BOOKMARK_ARGS}
         params.setdefault("JOB_NAME", ctx.job_name)
+        if ctx.workflow_run_id is not None:
+            params |= {"WORKFLOW_NAME": ctx.workflow_name, "WORKFLOW_RUN_ID": ctx.workflow_run_id}
         bookmark = {"job-bookmark-option": f"job-bookmark-{ctx.mode}",
                     "job-bookmark-from": ctx.bookmark.from_run,
                     "job-bookmark-to": ctx.bookmark.to_run}
