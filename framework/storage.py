@@ -12,6 +12,7 @@ style) is set here, plus the per-bucket endpoint and region of conf's ``buckets:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Mapping
@@ -95,6 +96,22 @@ def read_bytes(uri: str) -> bytes | None:
             return stream.read()
     except FileNotFoundError:
         return None
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    """Make ``data`` the whole content of the file at ``uri`` (creating its folders)."""
+    fs, path, _ = filesystem(uri)
+    if is_local(uri):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    with fs.open_output_stream(path) as stream:
+        stream.write(data)
+
+
+def delete(uri: str) -> None:
+    """Remove the file at ``uri`` if there is one."""
+    fs, path, _ = filesystem(uri)
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_file(path)
 
 
 def object_store(uri: str) -> Any:

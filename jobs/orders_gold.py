@@ -1,9 +1,10 @@
 """Orders gold: revenue and order count per day and country, from the silver orders.
 
 Recomputed in full each run (an aggregate over all of silver), from silver as of the
-version orders_silver published in the same workflow run (param ``silver_version``), or
-the latest when run alone: the numbers match exactly what the upstream run committed, even
-if silver moves on meanwhile. Publishes ``gold_version``.
+version orders_silver published in the same workflow run (param ``silver_version``, which
+the workflow's trigger maps from that run property), or the latest when run alone: the
+numbers match exactly what the upstream run committed, even if silver moves on meanwhile.
+Publishes ``gold_version``.
 """
 
 from __future__ import annotations

@@ -236,10 +236,16 @@ class StateStore:
             newest = rows.sort_by([("updated_at", "descending")]).slice(0, 1)
             rows = rows.filter(pc.equal(rows["workflow_run_id"],
                                         newest["workflow_run_id"][0]))
-        ordered = sorted(_upgraded(WORKFLOW_RUNS, rows), key=lambda r: r["updated_at"])
-        current = _first_per(reversed(ordered), ("job",))
-        first_seen = {r["job"]: i for i, r in reversed(list(enumerate(ordered)))}
-        return [_node(r) for r in sorted(current, key=lambda r: first_seen[r["job"]])]
+        return _current_nodes(_upgraded(WORKFLOW_RUNS, rows))
+
+    def workflow_runs(self, workflow: str) -> list[list[WorkflowNode]]:
+        """Every run of ``workflow``, the newest first, each as ``workflow_run`` gives it."""
+        by_run: dict[str, list[dict[str, Any]]] = {}
+        for row in _upgraded(WORKFLOW_RUNS, self._read_where(WORKFLOW_RUNS,
+                                                              [("workflow", "=", workflow)])):
+            by_run.setdefault(row["workflow_run_id"], []).append(row)
+        runs = [_current_nodes(rows) for rows in by_run.values()]
+        return sorted(runs, key=lambda nodes: min(n.updated_at for n in nodes), reverse=True)
 
     def _committed_seqs(self, job: str) -> pa.Array:
         """run_seq of the job's runs that succeeded in enable mode (a final status)."""
@@ -506,6 +512,14 @@ def _node_row(node: WorkflowNode) -> dict[str, Any]:
             "properties": json.dumps(dict(node.properties), sort_keys=True),
             "error": node.error, "resumed_from": node.resumed_from,
             "updated_at": node.updated_at or _now()}
+
+
+def _current_nodes(rows: Iterable[dict[str, Any]]) -> list[WorkflowNode]:
+    """One workflow run's nodes in their latest state, in the order they first appeared."""
+    ordered = sorted(rows, key=lambda r: r["updated_at"])
+    current = _first_per(reversed(ordered), ("job",))
+    first_seen = {r["job"]: i for i, r in reversed(list(enumerate(ordered)))}
+    return [_node(r) for r in sorted(current, key=lambda r: first_seen[r["job"]])]
 
 
 def _node(row: dict[str, Any]) -> WorkflowNode:

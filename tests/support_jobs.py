@@ -185,7 +185,8 @@ class CheckedCopy(IncrementalJob):
 
 
 class Step(IncrementalJob):
-    """A workflow step without data: records the params it got (``<out>/<job>.json``),
+    """A workflow step without data: records the params it got (``<out>/<job>.json``, with
+    its run properties under ``_run_properties`` and its workflow under ``_workflow``),
     publishes ``<job>_done``, and fails (``fail=true``), sleeps (``sleep_s``) or is killed
     (``kill=true``: SIGKILL, as an operator or the OOM killer would) when told."""
 
@@ -197,7 +198,9 @@ class Step(IncrementalJob):
         p = ctx.params
         if p.get("kill") == "true":
             os.kill(os.getpid(), signal.SIGKILL)
-        Path(p["out"], f"{ctx.job_name}.json").write_text(json.dumps(p, sort_keys=True))
+        seen = {**p, "_run_properties": dict(ctx.run_properties),
+                "_workflow": [ctx.workflow_name, ctx.workflow_run_id]}
+        Path(p["out"], f"{ctx.job_name}.json").write_text(json.dumps(seen, sort_keys=True))
         time.sleep(float(p.get("sleep_s", 0)))
         if p.get("fail") == "true":
             raise RuntimeError(f"{ctx.job_name} was told to fail")

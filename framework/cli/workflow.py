@@ -1,6 +1,8 @@
 """deltamark workflow ..."""
 
 import json
+import os
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -53,6 +55,45 @@ def resume(
     _show(report, as_json=as_json)
 
 
+@app.command("stop")
+def stop(
+    ctx: typer.Context,
+    workflow_run_id: Annotated[str, typer.Argument(help="The workflow run to stop.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run as JSON.")] = False,
+) -> None:
+    """Stop a running workflow run: its running jobs end STOPPED, no more start (Glue's
+    StopWorkflowRun); waits until it has stopped. Resume it with workflow resume."""
+    from framework.workflows import stop_workflow
+
+    with library_errors(ctx):
+        summary = stop_workflow(options(ctx).settings(), workflow_run_id)
+    if as_json:
+        render([summary], as_json=True)
+    else:
+        typer.echo(f"workflow {summary.workflow}: run {summary.workflow_run_id} "
+                   f"{summary.state} ({_counts(summary.jobs)})")
+
+
+@app.command("runs")
+def runs(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The workflow.")],
+    limit: Annotated[int, typer.Option(help="Show the newest N runs.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """NAME's runs, newest first: state, start and end, jobs per state, what it resumes."""
+    from framework.workflows import workflow_runs
+
+    with library_errors(ctx):
+        found = workflow_runs(options(ctx).settings(), name)[:limit]
+    if as_json:
+        render(found, as_json=True)
+        return
+    render([{"workflow_run_id": r.workflow_run_id, "state": r.state,
+             "started_at": r.started_at, "ended_at": r.ended_at, "jobs": _counts(r.jobs),
+             "resumed_from": r.resumed_from} for r in found], as_json=False)
+
+
 @app.command("status")
 def status(
     ctx: typer.Context,
@@ -87,22 +128,35 @@ def export(
     output: Annotated[Path | None, typer.Option(
         "--output", "-o", help="Write to this file (default: stdout).")] = None,
     deltamark: Annotated[str, typer.Option(
-        help="The command the tasks run.")] = "deltamark",
+        help="The command the tasks run (e.g. the full path of the venv's deltamark).")
+    ] = "deltamark",
+    workdir: Annotated[Path, typer.Option(
+        help="The directory the jobs run in [default: this one].")] = Path("."),
 ) -> None:
-    """Print (or write) NAME as an Apache Airflow DAG whose tasks call deltamark run."""
+    """Print (or write) NAME as an Apache Airflow 3 DAG whose tasks call deltamark run and
+    decide as deltamark workflow run does."""
     if format_ != "airflow":
         raise typer.BadParameter(f"'{format_}': the only format is airflow",
                                  param_hint="--format")
+    from framework import storage
     from framework.workflows import airflow_dag, load_workflow
 
     with library_errors(ctx):
-        source = airflow_dag(load_workflow(options(ctx).settings(), name),
-                             deltamark=deltamark)
+        settings = options(ctx).settings()
+        root = settings.state_root
+        command = [*shlex.split(deltamark), "--conf-dir", str(settings.conf_dir.absolute()),
+                   "--state-root", os.path.abspath(root) if storage.is_local(root) else root]
+        source = airflow_dag(load_workflow(settings, name), deltamark=command,
+                             workdir=workdir.absolute())
     if output is None:
         typer.echo(source, nl=False)
     else:
         output.write_text(source)
         typer.echo(f"wrote {output}")
+
+
+def _counts(jobs: dict[str, int]) -> str:
+    return ", ".join(f"{count} {state}" for state, count in sorted(jobs.items()))
 
 
 def _show(report: "WorkflowReport", *, as_json: bool) -> None:

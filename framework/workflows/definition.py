@@ -3,7 +3,8 @@
     description: orders from landing to gold
     schedule: "0 6 * * *"            # cron, for an external scheduler (see export)
     max_concurrency: 2               # jobs running at once
-    run_properties: {region: eu}     # every job gets them as params
+    max_concurrent_runs: 1           # runs of this workflow at once (Glue's MaxConcurrentRuns)
+    run_properties: {region: eu}     # every job sees them in ctx.run_properties
     jobs:                            # conf/jobs/<name>.yaml, with params for this workflow
       orders_ingest: {args: {landing: data/landing/orders}, timeout_minutes: 30}
       orders_silver: {}
@@ -17,10 +18,17 @@
       - when: {all: [{orders_silver: SUCCEEDED}]}
         start: [orders_gold]
         args: {mode: daily}                          # override the job's args
+        args_from_properties: {version: silver_version}  # param <- run property
+      - name: alert                                  # a second trigger of one job: it
+        when: {any: [{orders_silver: FAILED}, {orders_gold: FAILED}]}  # starts when the
+        start: [notify]                              # first of its triggers fires
 
 Parameters a job gets, lowest precedence first: its conf params, the workflow's ``args``
-for it, its trigger's ``args``, then the run properties (the workflow's, those given to
-``workflow run --arg``, and those earlier jobs published).
+for it, then its trigger's ``args`` and ``args_from_properties``. Run properties (the
+workflow's, those given to ``workflow run --arg``, and those earlier jobs published) are
+apart, in ``ctx.run_properties``: a property becomes a param only where a trigger maps it.
+A job with several triggers runs once, started by the first that fires, and is skipped
+when none of them can fire any more.
 """
 
 from __future__ import annotations
@@ -40,8 +48,9 @@ __all__ = ["Condition", "JobState", "Trigger", "Workflow", "WorkflowJob", "load_
 
 JobState = Literal["SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED"]
 
-KNOWN_KEYS = ("description", "schedule", "max_concurrency", "run_properties", "jobs",
-              "triggers")
+KNOWN_KEYS = ("description", "schedule", "max_concurrency", "max_concurrent_runs",
+              "run_properties", "jobs", "triggers")
+TRIGGER_KEYS = ("name", "when", "start", "args", "args_from_properties")
 JOB_KEYS = ("args", "timeout_minutes", "script")
 _CRON_FIELD = re.compile(r"^(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*$")
 
@@ -64,10 +73,24 @@ class Trigger:
     conditions: tuple[Condition, ...] = ()
     logical: Literal["all", "any"] = "all"
     args: Mapping[str, str] = field(default_factory=dict)
+    #: params of the jobs it starts, taken from run properties: {param: property}
+    args_from_properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def is_start(self) -> bool:
         return not self.conditions
+
+    def describe(self) -> str:
+        """Its conditions as a sentence, e.g. ``(b SUCCEEDED AND c SUCCEEDED)``."""
+        joined = f" {'AND' if self.logical == 'all' else 'OR'} ".join(
+            f"{c.job} {c.state}" for c in self.conditions)
+        return f"({joined})" if len(self.conditions) > 1 else joined
+
+    def arguments(self, properties: Mapping[str, str]) -> dict[str, str]:
+        """The params it gives the jobs it starts: its ``args``, and the mapped run
+        properties that are set."""
+        return {**self.args, **{param: properties[name] for param, name
+                                in self.args_from_properties.items() if name in properties}}
 
 
 @dataclass(frozen=True)
@@ -96,11 +119,16 @@ class Workflow:
     description: str = ""
     schedule: str | None = None
     max_concurrency: int = 2
+    max_concurrent_runs: int = 1
     run_properties: Mapping[str, str] = field(default_factory=dict)
 
-    def trigger_of(self, job: str) -> Trigger:
-        """The trigger that starts ``job`` (validation makes it exactly one)."""
-        return next(t for t in self.triggers if job in t.start)
+    def triggers_of(self, job: str) -> tuple[Trigger, ...]:
+        """The triggers that start ``job`` (validation makes it at least one)."""
+        return tuple(t for t in self.triggers if job in t.start)
+
+    def is_start_job(self, job: str) -> bool:
+        """Whether the start trigger starts ``job`` (then no other trigger does)."""
+        return any(t.is_start for t in self.triggers_of(job))
 
     def downstream(self, jobs: Sequence[str]) -> list[str]:
         """``jobs`` and every job a trigger starts after them, in workflow order."""
@@ -139,10 +167,8 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
     if schedule is not None and not _is_cron(schedule):
         problems.append(f"schedule: '{schedule}' is not a cron expression of 5 fields "
                         "(minute hour day-of-month month day-of-week)")
-    concurrency = raw.get("max_concurrency", 2)
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        problems.append("max_concurrency: must be a whole number, at least 1")
-        concurrency = 1
+    concurrency, runs = (_whole(raw, key, default, problems)
+                         for key, default in (("max_concurrency", 2), ("max_concurrent_runs", 1)))
     properties, bad = scalar_mapping(raw.get("run_properties"), "run_properties")
     problems += bad
 
@@ -193,17 +219,26 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
         raise ConfigError(str(path), problems)
     return Workflow(name=name, source=path, jobs=jobs, triggers=tuple(triggers),
                     description=str(raw.get("description", "")),
-                    schedule=schedule, max_concurrency=concurrency, run_properties=properties)
+                    schedule=schedule, max_concurrency=concurrency, max_concurrent_runs=runs,
+                    run_properties=properties)
+
+
+def _whole(raw: Mapping[str, Any], key: str, default: int, problems: list[str]) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        problems.append(f"{key}: must be a whole number, at least 1")
+        return 1
+    return value
 
 
 def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
              ) -> tuple[Trigger | None, list[str]]:
     where = f"triggers[{i}]"
     if not isinstance(body, Mapping):
-        return None, [f"{where}: must be a mapping with start, when, args, name"]
+        return None, [f"{where}: must be a mapping with {', '.join(TRIGGER_KEYS)}"]
     name = str(body.get("name") or f"trigger_{i}")
     where = f"triggers[{i}] ({name})" if body.get("name") else where
-    problems = unknown_keys(body, ("name", "when", "start", "args"), where)
+    problems = unknown_keys(body, TRIGGER_KEYS, where)
     start = body.get("start")
     if isinstance(start, str):
         start = [start]
@@ -213,6 +248,9 @@ def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
     problems += [f"{where}.start: '{job}' is not a job of this workflow (jobs:)"
                  for job in start if job not in jobs]
     args, bad = scalar_mapping(body.get("args"), f"{where}.args")
+    problems += bad
+    mapped, bad = scalar_mapping(body.get("args_from_properties"),
+                                 f"{where}.args_from_properties")
     problems += bad
     conditions: list[Condition] = []
     logical = "all"
@@ -240,7 +278,8 @@ def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
                     problems.append(f"{where}.when: {job}: '{state}' is not one of "
                                     f"{', '.join(get_args(JobState))}")
                 conditions.append(Condition(str(job), state))
-    return Trigger(name, tuple(map(str, start)), tuple(conditions), logical, args), problems
+    return Trigger(name, tuple(map(str, start)), tuple(conditions), logical, args,
+                   mapped), problems
 
 
 def _graph_problems(jobs: Mapping[str, WorkflowJob], triggers: Sequence[Trigger]
@@ -252,13 +291,18 @@ def _graph_problems(jobs: Mapping[str, WorkflowJob], triggers: Sequence[Trigger]
     elif len(starts) > 1:
         problems.append("triggers: conflicting start triggers "
                         f"({', '.join(t.name for t in starts)}); keep one")
-    started_by: dict[str, list[str]] = {}
+    started_by: dict[str, list[Trigger]] = {}
     for trigger in triggers:
         for job in trigger.start:
-            started_by.setdefault(job, []).append(trigger.name)
-    problems += [f"triggers: conflicting triggers start {job} ({', '.join(names)}); a job "
-                 "has one trigger (combine the conditions with all/any)"
-                 for job, names in started_by.items() if len(names) > 1]
+            started_by.setdefault(job, []).append(trigger)
+    for job, by in started_by.items():
+        if len(by) > 1 and any(t.is_start for t in by):
+            others = ", ".join(t.name for t in by if not t.is_start)
+            problems.append(f"triggers: the start trigger and {others} start {job}; a job the "
+                            "workflow starts with has no other trigger")
+    names = [t.name for t in triggers]
+    problems += [f"triggers: two triggers are named {name}; names must differ"
+                 for name in sorted({n for n in names if names.count(n) > 1})]
     # edges: a condition's job -> the jobs its trigger starts
     edges = {job: {s for t in triggers for s in t.start if any(c.job == job
                                                                  for c in t.conditions)}

@@ -1,13 +1,14 @@
-"""Run a workflow's graph on this machine; resume a workflow run.
+"""Run a workflow's graph on this machine; resume or stop a workflow run.
 
 Each job runs as ``deltamark run JOB --json`` in its own process, so a time limit can
 stop it and a failure cannot take the others down; the processes share one Spark JVM:
 they are forked by a deltamark server (``framework.server``), the kept one for these
 settings if it runs, else one private to the workflow run. Up to ``max_concurrency`` run
-at once. When a job ends, every trigger watching it is looked at:
-one whose conditions hold starts its jobs; one whose conditions can no longer hold marks
-its jobs SKIPPED (and so on downstream). Every state change is a row in the
-``workflow_runs`` state table.
+at once. When a job ends, every trigger watching it is looked at: a job starts once one
+of its triggers' conditions hold, and is marked SKIPPED once none of them can hold any
+more (and so on downstream). Every state change is a row in the ``workflow_runs`` state
+table. A run holds one of its workflow's run slots (``max_concurrent_runs``) and stops
+when asked to (``framework.workflows.control``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import signal
 import subprocess
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -28,11 +31,13 @@ from typing import IO, Literal
 from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
 from framework.server import Server, ServerProcess, driver_memory, find_server, private_server
+from framework.workflows import control
 from framework.workflows.definition import Trigger, Workflow, load_workflow
+from framework.workflows.history import WorkflowRunSummary, summarize
 from state_tables.model import WorkflowNode
 from state_tables.store import StateStore
 
-__all__ = ["WorkflowReport", "resume_workflow", "run_workflow"]
+__all__ = ["WorkflowReport", "resume_workflow", "run_workflow", "stop_workflow"]
 
 #: how long a timed-out job gets to stop after SIGTERM before SIGKILL
 STOP_GRACE_SECONDS = 10
@@ -62,6 +67,7 @@ def run_workflow(settings: Settings, name: str, *, args: Mapping[str, str] | Non
 
     Raises:
         WorkflowNotFoundError, ConfigError: before anything runs.
+        WorkflowError: the workflow has ``max_concurrent_runs`` runs in progress.
     """
     workflow = load_workflow(settings, name)
     return _Run(settings, workflow, {**workflow.run_properties, **(args or {})}).go()
@@ -80,12 +86,7 @@ def resume_workflow(settings: Settings, workflow_run_id: str, *,
         WorkflowError: no such workflow run, an unknown job in ``from_jobs``, or nothing
             to resume.
     """
-    store = StateStore(settings.state_root)
-    earlier = store.workflow_run(workflow_run_id=workflow_run_id)
-    if not earlier:
-        raise WorkflowError(workflow_run_id, "no such workflow run. See deltamark workflow "
-                            "status NAME.")
-    workflow = load_workflow(settings, earlier[0].workflow)
+    workflow, earlier = _recorded(settings, workflow_run_id)
     if unknown := [j for j in from_jobs if j not in workflow.jobs]:
         raise WorkflowError(workflow.name, f"--from {', '.join(unknown)}: not a job of this "
                             f"workflow (jobs: {', '.join(workflow.jobs)})")
@@ -102,11 +103,51 @@ def resume_workflow(settings: Settings, workflow_run_id: str, *,
     # the properties the earlier run started with (what its start jobs received), then
     # what the reused jobs published
     properties = dict(next((n.run_properties for n in earlier if n.job in workflow.jobs
-                            and workflow.trigger_of(n.job).is_start), {}))
+                            and workflow.is_start_job(n.job)), {}))
     for node in reused:
         properties.update(node.properties)
     return _Run(settings, workflow, properties, reused=reused,
                 resumed_from=workflow_run_id).go()
+
+
+def stop_workflow(settings: Settings, workflow_run_id: str, *, wait_seconds: float = 120
+                  ) -> WorkflowRunSummary:
+    """Stop a running workflow run (Glue's StopWorkflowRun) and wait until it has stopped:
+    its running jobs end STOPPED (a stopped run commits nothing; the job's next run recovers
+    it), the jobs not started are recorded STOPPED, so ``resume_workflow`` runs them.
+
+    Raises:
+        WorkflowError: no such workflow run, it is not running, or it is still stopping
+            after ``wait_seconds``.
+    """
+    workflow, nodes = _recorded(settings, workflow_run_id)
+    if workflow_run_id not in control.live_runs(settings, workflow):
+        state = summarize(nodes, live=False).state
+        raise WorkflowError(workflow.name, f"run {workflow_run_id} is not running (it is "
+                            f"{state}); nothing to stop"
+                            + (". Resume it: deltamark workflow resume "
+                               f"{workflow_run_id}" if state == "INTERRUPTED" else ""))
+    control.request_stop(settings, workflow_run_id)
+    deadline = time.monotonic() + wait_seconds
+    while workflow_run_id in control.live_runs(settings, workflow):
+        if time.monotonic() > deadline:
+            raise WorkflowError(workflow.name, f"run {workflow_run_id} was asked to stop and "
+                                f"is still stopping after {wait_seconds:g} s")
+        time.sleep(control.POLL_SECONDS / 2)
+    return summarize(_recorded(settings, workflow_run_id)[1], live=False)
+
+
+def _recorded(settings: Settings, workflow_run_id: str) -> tuple[Workflow, list[WorkflowNode]]:
+    """The workflow of a recorded workflow run, and the run's nodes.
+
+    Raises:
+        WorkflowError: no such workflow run.
+    """
+    nodes = StateStore(settings.state_root).workflow_run(workflow_run_id=workflow_run_id)
+    if not nodes:
+        raise WorkflowError(workflow_run_id, "no such workflow run. See deltamark workflow "
+                            "runs NAME.")
+    return load_workflow(settings, nodes[0].workflow), nodes
 
 
 class _Run:
@@ -120,30 +161,37 @@ class _Run:
         self.properties = dict(properties)
         self.resumed_from = resumed_from
         self.nodes: dict[str, WorkflowNode] = {}
-        self.decided: set[str] = set()  # triggers that fired or can no longer fire
-        self._record([replace(n, workflow_run_id=self.id, resumed_from=resumed_from,
-                              updated_at=None) for n in reused])
+        self.reused = reused
+        self.children: set[ServerProcess] = set()
+        self.stopping = False
 
     def go(self) -> WorkflowReport:
         running: set[Future[WorkflowNode]] = set()
-        with self._server() as server, ThreadPoolExecutor(
-                max_workers=self.workflow.max_concurrency) as pool:
+        with control.run_slot(self.settings, self.workflow, self.id), self._server() as server, \
+                ThreadPoolExecutor(max_workers=self.workflow.max_concurrency) as pool:
+            self._record([replace(n, workflow_run_id=self.id, resumed_from=self.resumed_from,
+                                  updated_at=None) for n in self.reused])
             try:
                 ready = self._settle()
                 while ready or running:
                     for job, trigger in ready:
                         node = self._start(job, trigger)
                         running.add(pool.submit(self._execute, server, node))
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    done, _ = wait(running, timeout=control.POLL_SECONDS,
+                                   return_when=FIRST_COMPLETED)
+                    if not self.stopping and control.stop_requested(self.settings, self.id):
+                        self._stop_jobs()
                     for future in done:
                         running.discard(future)
                         self._finish(future.result())
-                    ready = self._settle()
+                    ready = [] if self.stopping else self._settle()
             except KeyboardInterrupt:  # stop the jobs, record them STOPPED, then stop too
-                _stop_all()
+                self._stop_jobs()
                 for future in running:
                     self._finish(future.result())
                 raise
+            finally:
+                control.clear_stop(self.settings, self.id)
         nodes = tuple(self.nodes[job] for job in self.workflow.jobs if job in self.nodes)
         return WorkflowReport(self.workflow.name, self.id, nodes, dict(self.properties),
                               self.resumed_from)
@@ -164,29 +212,40 @@ class _Run:
         self.properties.update(node.properties)
         self._record([node])
 
+    def _stop_jobs(self) -> None:
+        """Stop the running jobs (they end STOPPED) and record the jobs not started yet
+        as STOPPED, so a resume runs them."""
+        self.stopping = True
+        for process in list(self.children):  # their threads wait for them to end
+            process.send_signal(signal.SIGTERM)
+            killer = threading.Timer(STOP_GRACE_SECONDS, process.send_signal, (signal.SIGKILL,))
+            killer.daemon = True
+            killer.start()
+        self._record([WorkflowNode(self.workflow.name, self.id, job, "", "STOPPED",
+                                   error="the workflow run was stopped before it started",
+                                   resumed_from=self.resumed_from)
+                      for job in self.workflow.jobs if job not in self.nodes])
+
     def _settle(self) -> list[tuple[str, Trigger]]:
-        """Decide every trigger that can be decided now: the jobs to start; SKIPPED rows
-        for the jobs of triggers that can no longer fire (repeated, as skips cascade)."""
+        """Decide every job that can be decided now: those to start (by the first of their
+        triggers that fires); SKIPPED rows for those none of whose triggers can fire any
+        more (repeated, as skips cascade)."""
         ready: list[tuple[str, Trigger]] = []
         changed = True
         while changed:
             changed = False
-            for trigger in self.workflow.triggers:
-                if trigger.name in self.decided:
+            for job in self.workflow.jobs:
+                if job in self.nodes or any(job == j for j, _ in ready):
                     continue
-                verdict = self._verdict(trigger)
-                if verdict == "wait":
-                    continue
-                self.decided.add(trigger.name)
-                changed = True
-                jobs = [j for j in trigger.start if j not in self.nodes]
-                if verdict == "fire":
-                    ready += [(job, trigger) for job in jobs]
-                else:
+                triggers = self.workflow.triggers_of(job)
+                verdicts = [self._verdict(t) for t in triggers]
+                if "fire" in verdicts:
+                    ready.append((job, triggers[verdicts.index("fire")]))
+                elif all(v == "never" for v in verdicts):
+                    changed = True
                     self._record([WorkflowNode(
-                        self.workflow.name, self.id, job, trigger.name, "SKIPPED",
-                        error=f"{trigger.name}: {_describe(trigger)} can no longer hold",
-                        resumed_from=self.resumed_from) for job in jobs])
+                        self.workflow.name, self.id, job, ", ".join(t.name for t in triggers),
+                        "SKIPPED", error=_never(triggers), resumed_from=self.resumed_from)])
         return ready
 
     def _verdict(self, trigger: Trigger) -> Literal["fire", "never", "wait"]:
@@ -206,7 +265,8 @@ class _Run:
     def _start(self, job: str, trigger: Trigger) -> WorkflowNode:
         node = WorkflowNode(self.workflow.name, self.id, job, trigger.name, "RUNNING",
                             started_at=datetime.now(UTC),
-                            arguments={**self.workflow.jobs[job].args, **trigger.args},
+                            arguments={**self.workflow.jobs[job].args,
+                                       **trigger.arguments(self.properties)},
                             run_properties=dict(self.properties),
                             resumed_from=self.resumed_from)
         self._record([node])
@@ -218,8 +278,9 @@ class _Run:
         command = ["--conf-dir", str(settings.conf_dir), "--state-root",
                    str(settings.state_root), "run",
                    *self.workflow.jobs[node.job].run_arguments(), "--json",
-                   *(f"--arg={k}={v}" for k, v in {**node.arguments,
-                                                   **node.run_properties}.items())]
+                   f"--workflow={self.workflow.name}", f"--workflow-run-id={self.id}",
+                   *(f"--arg={k}={v}" for k, v in node.arguments.items()),
+                   *(f"--run-property={k}={v}" for k, v in node.run_properties.items())]
         limit = self.workflow.jobs[node.job].timeout_minutes
         with (open(os.devnull) as stdin, tempfile.TemporaryFile("w+") as stdout,
               tempfile.TemporaryFile("w+") as stderr):
@@ -230,7 +291,13 @@ class _Run:
             except ServerError as exc:
                 state, error = "FAILED", str(exc)
             else:
-                state, error = _outcome(process, limit, stderr)
+                self.children.add(process)
+                try:
+                    state, error = _outcome(process, limit, stderr)
+                finally:
+                    self.children.discard(process)
+                if state == "STOPPED" and self.stopping:
+                    error = "stopped by deltamark workflow stop"
             report = {} if state == "TIMEOUT" else _report(_text(stdout))
         return replace(node, state=state, run_id=report.get("run_id"),
                        ended_at=datetime.now(UTC), properties=report.get("properties") or {},
@@ -242,13 +309,9 @@ class _Run:
         self.store.record_workflow_nodes(nodes)
 
 
-_CHILDREN: set[ServerProcess] = set()
-
-
 def _outcome(process: ServerProcess, limit: float | None,
              stderr: IO[str]) -> tuple[str, str | None]:
     """Wait for the job's process within its time limit (minutes): its state and error."""
-    _CHILDREN.add(process)
     try:
         code = process.wait(timeout=limit * 60 if limit else None)
     except subprocess.TimeoutExpired:
@@ -256,8 +319,6 @@ def _outcome(process: ServerProcess, limit: float | None,
         return "TIMEOUT", f"stopped after its time limit of {limit:g} minutes"
     except ServerError as exc:
         return "FAILED", str(exc)
-    finally:
-        _CHILDREN.discard(process)
     if code == 0:
         return "SUCCEEDED", None
     return "FAILED" if code > 0 else "STOPPED", _last_error(_text(stderr), code)
@@ -275,11 +336,6 @@ def _stop(process: ServerProcess) -> None:
 def _text(file: IO[str]) -> str:
     file.seek(0)
     return file.read()
-
-
-def _stop_all() -> None:
-    for process in list(_CHILDREN):
-        _stop(process)
 
 
 def _report(stdout: str) -> dict:
@@ -300,7 +356,9 @@ def _last_error(stderr: str, returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def _describe(trigger: Trigger) -> str:
-    joined = f" {trigger.logical.upper()} ".join(f"{c.job} {c.state}"
-                                                  for c in trigger.conditions)
-    return f"({joined})" if len(trigger.conditions) > 1 else joined
+def _never(triggers: Sequence[Trigger]) -> str:
+    """Why a job is skipped: none of its triggers can fire any more."""
+    said = [f"{t.name}: {t.describe()}" for t in triggers]
+    if len(said) == 1:
+        return f"{said[0]} can no longer hold"
+    return f"none of its triggers can fire any more ({'; '.join(said)})"

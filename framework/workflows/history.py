@@ -1,0 +1,68 @@
+"""A workflow's runs as an operator lists them (``deltamark workflow runs``): one line each,
+read from the ``workflow_runs`` state table, with whether its process still runs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from framework.config import Settings
+from framework.workflows import control
+from framework.workflows.definition import load_workflow
+from state_tables.model import WorkflowNode
+from state_tables.store import StateStore
+
+__all__ = ["WorkflowRunSummary", "summarize", "workflow_runs"]
+
+RunState = Literal["RUNNING", "SUCCEEDED", "FAILED", "STOPPED", "INTERRUPTED"]
+
+
+@dataclass(frozen=True)
+class WorkflowRunSummary:
+    """One workflow run: how it ended (FAILED when a job failed or timed out, else STOPPED
+    when one was stopped), or RUNNING, or INTERRUPTED (its process died with jobs running);
+    when; and how many of its jobs ended in each state."""
+
+    workflow: str
+    workflow_run_id: str
+    state: RunState
+    started_at: datetime | None
+    ended_at: datetime | None
+    jobs: Mapping[str, int]
+    resumed_from: str | None = None
+
+
+def workflow_runs(settings: Settings, name: str) -> list[WorkflowRunSummary]:
+    """Every run of workflow ``name``, the newest first.
+
+    Raises:
+        WorkflowNotFoundError, ConfigError: no valid workflow ``name``.
+    """
+    workflow = load_workflow(settings, name)
+    live = control.live_runs(settings, workflow)
+    return [summarize(nodes, live=nodes[0].workflow_run_id in live)
+            for nodes in StateStore(settings.state_root).workflow_runs(name)]
+
+
+def summarize(nodes: Sequence[WorkflowNode], *, live: bool) -> WorkflowRunSummary:
+    """The summary of one run's nodes; ``live``: its process holds its slot now."""
+    counts = Counter(n.state for n in nodes)
+    if live:
+        state: RunState = "RUNNING"
+    elif counts["RUNNING"]:
+        state = "INTERRUPTED"
+    elif counts["FAILED"] or counts["TIMEOUT"]:
+        state = "FAILED"
+    elif counts["STOPPED"]:
+        state = "STOPPED"
+    else:
+        state = "SUCCEEDED"
+    started = [n.started_at for n in nodes if n.started_at]
+    ended = [n.ended_at for n in nodes if n.ended_at]
+    return WorkflowRunSummary(nodes[0].workflow, nodes[0].workflow_run_id, state,
+                              min(started, default=None),
+                              None if live else max(ended, default=None), dict(counts),
+                              nodes[0].resumed_from)
