@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from urllib.parse import quote
 
@@ -18,7 +19,7 @@ from deltalake import DeltaTable
 
 from framework import storage
 from framework.delta import log
-from framework.errors import ConcurrentRunError
+from framework.errors import ConcurrentRunError, WorkflowError
 from framework.lease import job_lease, lease_holder
 from state_tables.store import StateStore
 
@@ -388,7 +389,7 @@ def test_watermarks_with_the_state_root_on_s3(ws, bucket):
 def test_a_workflow_run_s_jobs_read_and_write_s3_on_its_server(ws, bucket):
     """The workflow run's server, and the JVM its jobs share, take the run's AWS
     environment."""
-    from framework.workflows import run_workflow
+    from framework.workflows import run_workflow, stop_workflow, workflow_runs
 
     state_on_s3(ws, bucket)
     landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
@@ -409,6 +410,27 @@ def test_a_workflow_run_s_jobs_read_and_write_s3_on_its_server(ws, bucket):
     store = StateStore(f"{bucket}/state")
     assert [r.status for job in ("copy", "probe") for r in store.runs(job)] == [
         "succeeded"] * 2
+
+    # a run's slot and its stop request live on S3 too
+    ws.declare(name="nap", cls="Step", out=str(ws.root), sleep_s="300")
+    (ws.conf / "workflows" / "s3_long.yaml").write_text(yaml.safe_dump({
+        "jobs": {"nap": {}}, "triggers": [{"start": ["nap"]}]}))
+    reports = []
+    running = threading.Thread(target=lambda: reports.append(
+        run_workflow(ws.settings, "s3_long")))
+    running.start()
+    deadline = time.monotonic() + 120
+    while not (ws.root / "nap.json").exists():
+        assert time.monotonic() < deadline, "the workflow run did not start nap"
+        time.sleep(0.2)
+    [listed] = workflow_runs(ws.settings, "s3_long")
+    assert listed.state == "RUNNING"
+    with pytest.raises(WorkflowError, match="1 run\\(s\\) in progress"):
+        run_workflow(ws.settings, "s3_long")
+    assert stop_workflow(ws.settings, listed.workflow_run_id).state == "STOPPED"
+    running.join(timeout=60)
+    assert [n.state for n in reports[0].nodes] == ["STOPPED"]
+    assert [r.state for r in workflow_runs(ws.settings, "s3_long")] == ["STOPPED"]
 
 
 def test_targets_on_s3_ahead_of_a_restored_state_are_refused_then_repaired(ws, bucket):
