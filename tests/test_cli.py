@@ -79,6 +79,8 @@ def test_runtime_errors_are_one_line_on_stderr_with_exit_1(state):
     ("runs", "list", "nosuch"),
     ("bookmarks", "show", "nosuch"),
     ("workflow", "status", "nosuch"),
+    ("workflow", "runs", "nosuch"),
+    ("workflow", "stop", "nosuch"),
 ])
 def test_an_unknown_job_context_or_workflow_is_an_error_naming_the_known_ones(state, args):
     result = invoke("--state-root", state, *args)
