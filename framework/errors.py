@@ -7,6 +7,7 @@ do. The CLI prints ``str(error)`` as one line on stderr and exits 1.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Mapping, Sequence
 
 from framework.redaction import redact
@@ -33,6 +34,7 @@ __all__ = [
     "RewindError",
     "RunNotFoundError",
     "RunStateError",
+    "RunStopped",
     "SchemaMismatchError",
     "ServerError",
     "SourceError",
@@ -54,6 +56,9 @@ __all__ = [
 class DeltamarkError(Exception):
     """Root of every error deltamark raises on purpose. Its text never holds a secret
     (``framework.redaction``), whatever a driver or a URL put in it."""
+
+    #: the exit code of a command that ends with it
+    exit_code = 1
 
     def __str__(self) -> str:
         return redact(super().__str__())
@@ -231,9 +236,20 @@ class JobFailedError(JobError):
 
     def __init__(self, job: str, run_id: str, cause: BaseException):
         self.run_id, self.cause = run_id, cause
+        self.exit_code = getattr(cause, "exit_code", 1)
         super().__init__(
             job, f"run {run_id} failed: {one_line(cause)} (bookmarks unchanged; the next "
             "run reads the same input). --debug shows the traceback.")
+
+
+class RunStopped(DeltamarkError):
+    """The run's process was told to stop (SIGTERM: ``deltamark workflow stop``, a time
+    limit, an operator). The run ends failed, so its bookmarks stay; its next run recovers
+    what it had landed. The command exits 128 + the signal's number, as a shell's would."""
+
+    def __init__(self, signum: int):
+        self.exit_code = 128 + signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
 
 
 def one_line(cause: BaseException) -> str:

@@ -39,7 +39,8 @@ def options(ctx: typer.Context) -> CliOptions:
 
 @contextlib.contextmanager
 def library_errors(ctx: typer.Context, *, as_json: bool = False) -> Iterator[None]:
-    """Print a deltamark error as one line on stderr and exit 1 (traceback with --debug).
+    """Print a deltamark error as one line on stderr and exit with its code, 1 for most
+    (traceback with --debug).
     ``as_json``: the command promised JSON on stdout: the error goes there too, as
     ``{"status": "failed", "error": ..., "error_type": ..., "job": ..., "run_id": ...}``."""
     try:
@@ -53,7 +54,7 @@ def library_errors(ctx: typer.Context, *, as_json: bool = False) -> Iterator[Non
                                    "job": getattr(exc, "job", None),
                                    "run_id": getattr(exc, "run_id", None)}))
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(exc.exit_code) from None
 
 
 def render(rows: Sequence[Mapping[str, Any] | Any], *, as_json: bool) -> None:

@@ -12,6 +12,7 @@ import typer
 
 from framework.cli._common import library_errors, options
 from framework.config import Settings
+from framework.errors import RunStopped
 from framework.sinks import parquet
 
 if TYPE_CHECKING:
@@ -69,10 +70,14 @@ def run(
         from framework.runner import run_job  # Spark and the job's code: only here
 
         properties = dict(key_value(p, "--run-property") for p in run_property or [])
-        report = run_job(settings, job, bookmark=bookmark,
-                         bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
-                         dry_run=dry_run, force=force, script=script,
-                         workflow=WorkflowRun(workflow, workflow_run_id, properties))
+        previous = signal.signal(signal.SIGTERM, _stop_run)
+        try:
+            report = run_job(settings, job, bookmark=bookmark,
+                             bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
+                             dry_run=dry_run, force=force, script=script,
+                             workflow=WorkflowRun(workflow, workflow_run_id, properties))
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
 
 
@@ -93,6 +98,11 @@ def _on_server(settings: Settings, argv: tuple[str, ...]) -> int | None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return code if code >= 0 else 128 - code
+
+
+def _stop_run(signum: int, _frame: object) -> None:
+    """SIGTERM: end the run as failed ("stopped by SIGTERM"), recorded, not cut short."""
+    raise RunStopped(signum)
 
 
 def key_value(text: str, option: str = "--arg") -> tuple[str, str]:

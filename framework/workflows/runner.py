@@ -321,7 +321,8 @@ def _outcome(process: ServerProcess, limit: float | None,
         return "FAILED", str(exc)
     if code == 0:
         return "SUCCEEDED", None
-    return "FAILED" if code > 0 else "STOPPED", _last_error(_text(stderr), code)
+    # a signal: a negative code, or 128 + N from a run that recorded it (RunStopped)
+    return "FAILED" if 0 < code <= 128 else "STOPPED", _last_error(_text(stderr), code)
 
 
 def _stop(process: ServerProcess) -> None:
