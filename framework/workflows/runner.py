@@ -113,8 +113,9 @@ def resume_workflow(settings: Settings, workflow_run_id: str, *,
 def stop_workflow(settings: Settings, workflow_run_id: str, *, wait_seconds: float = 120
                   ) -> WorkflowRunSummary:
     """Stop a running workflow run (Glue's StopWorkflowRun) and wait until it has stopped:
-    its running jobs end STOPPED (a stopped run commits nothing; the job's next run recovers
-    it), the jobs not started are recorded STOPPED, so ``resume_workflow`` runs them.
+    its running jobs end STOPPED (SIGTERM: each records its run failed, "stopped by
+    SIGTERM", bookmarks unchanged), the jobs not started are recorded STOPPED, so
+    ``resume_workflow`` runs them.
 
     Raises:
         WorkflowError: no such workflow run, it is not running, or it is still stopping
