@@ -114,6 +114,19 @@ class StateStore:
         """Recorded runs in their current status, by job then run_seq."""
         return self._runs(self._read(RUNS, {"job": job}))
 
+    def recent_runs(self, last: int, job: str | None = None) -> list[Run]:
+        """Each job's (or ``job``'s) ``last`` runs by run_seq, in their current status, by
+        job then run_seq: chosen before the rows become ``Run`` objects, so a long history
+        costs one read."""
+        rows = self._read(RUNS, {"job": job})
+        if not len(rows):
+            return []
+        newest = rows.group_by("job").aggregate([("run_seq", "max")])
+        rows = rows.join(newest, "job")
+        recent = rows.filter(pc.greater(rows["run_seq"],
+                                        pc.subtract(rows["run_seq_max"], last)))
+        return self._runs(recent.drop_columns(["run_seq_max"]))
+
     def last_run(self, job: str) -> Run | None:
         """The job's run with the highest run_seq, in its current status."""
         seqs = self._read_where(RUNS, [("job", "=", job)], columns=["run_seq"])["run_seq"]
@@ -238,11 +251,18 @@ class StateStore:
                                         newest["workflow_run_id"][0]))
         return _current_nodes(_upgraded(WORKFLOW_RUNS, rows))
 
-    def workflow_runs(self, workflow: str) -> list[list[WorkflowNode]]:
-        """Every run of ``workflow``, the newest first, each as ``workflow_run`` gives it."""
+    def workflow_runs(self, workflow: str, limit: int | None = None
+                      ) -> list[list[WorkflowNode]]:
+        """The runs of ``workflow`` (the newest ``limit``, or all), the newest first, each
+        as ``workflow_run`` gives it."""
+        rows = self._read_where(WORKFLOW_RUNS, [("workflow", "=", workflow)])
+        if limit is not None and len(rows):
+            began = rows.group_by("workflow_run_id").aggregate([("updated_at", "min")])
+            newest = began.sort_by([("updated_at_min", "descending")]).slice(0, limit)
+            rows = rows.filter(pc.is_in(rows["workflow_run_id"],
+                                        value_set=newest["workflow_run_id"]))
         by_run: dict[str, list[dict[str, Any]]] = {}
-        for row in _upgraded(WORKFLOW_RUNS, self._read_where(WORKFLOW_RUNS,
-                                                              [("workflow", "=", workflow)])):
+        for row in _upgraded(WORKFLOW_RUNS, rows):
             by_run.setdefault(row["workflow_run_id"], []).append(row)
         runs = [_current_nodes(rows) for rows in by_run.values()]
         return sorted(runs, key=lambda nodes: min(n.updated_at for n in nodes), reverse=True)

@@ -47,6 +47,18 @@ def test_current_bookmark_is_the_newest_per_context(tmp_path):
     assert [(r.job, r.run_seq) for r in store.runs()] == [("a", 1), ("a", 2), ("b", 1)]
 
 
+def test_recent_runs_are_each_job_s_newest_in_their_current_status(tmp_path):
+    store = StateStore(tmp_path)
+    for seq in range(1, 6):
+        store.record_run(run("a", seq, "running"))
+        store.record_run(run("a", seq, "failed" if seq == 5 else "succeeded"))
+    store.record_run(run("b", 1))
+    assert [(r.job, r.run_seq, r.status) for r in store.recent_runs(2)] == [
+        ("a", 4, "succeeded"), ("a", 5, "failed"), ("b", 1, "succeeded")]
+    assert [r.run_seq for r in store.recent_runs(3, "a")] == [3, 4, 5]
+    assert StateStore(tmp_path / "empty").recent_runs(3) == []
+
+
 def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):
     store = StateStore(tmp_path)
     for seq in range(1, 2 * MAINTENANCE_EVERY + 5):

@@ -275,7 +275,7 @@ def test_the_airflow_export_decides_as_deltamark_in_a_real_airflow(project, tmp_
     Airflow 3 (airflow dags test) on a state root of its own. The same jobs run, fail and
     are skipped, and get the same params and run properties."""
     if not AIRFLOW.exists():
-        unavailable(f"Airflow is not installed at {AIRFLOW} (bash .ci/airflow.sh)")
+        unavailable(f"Airflow is not installed at {AIRFLOW} (bash .ci/test_tools.sh)")
     home = tmp_path / "airflow"
     (home / "dags").mkdir(parents=True)
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",

@@ -1,6 +1,7 @@
 """The ``deltamark`` admin CLI. Commands are thin: parse, call the library, render.
 
-Exit codes: 0 success, 1 runtime error (one line on stderr), 2 usage error.
+Exit codes: 0 success, 1 runtime error (one line on stderr), 2 usage error, 128 + N for
+a run stopped by signal N.
 Read-only commands never import pyspark, so they start no JVM.
 """
 
@@ -14,6 +15,7 @@ from framework.cli import bookmarks, dq, runs, server, state, watermarks, workfl
 from framework.cli._common import CliOptions
 from framework.cli.run import run
 from framework.cli.sql import sql
+from framework.cli.ui import ui
 
 __all__ = ["app", "main"]
 
@@ -32,6 +34,7 @@ app.add_typer(server.app, name="server")
 app.add_typer(state.app, name="state")
 app.command("run")(run)
 app.command("sql")(sql)
+app.command("ui")(ui)
 
 
 @app.callback()

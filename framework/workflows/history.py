@@ -35,8 +35,9 @@ class WorkflowRunSummary:
     resumed_from: str | None = None
 
 
-def workflow_runs(settings: Settings, name: str) -> list[WorkflowRunSummary]:
-    """Every run of workflow ``name``, the newest first.
+def workflow_runs(settings: Settings, name: str, limit: int | None = None
+                  ) -> list[WorkflowRunSummary]:
+    """The runs of workflow ``name`` (the newest ``limit``, or all), the newest first.
 
     Raises:
         WorkflowNotFoundError, ConfigError: no valid workflow ``name``.
@@ -44,7 +45,7 @@ def workflow_runs(settings: Settings, name: str) -> list[WorkflowRunSummary]:
     workflow = load_workflow(settings, name)
     live = control.live_runs(settings, workflow)
     return [summarize(nodes, live=nodes[0].workflow_run_id in live)
-            for nodes in StateStore(settings.state_root).workflow_runs(name)]
+            for nodes in StateStore(settings.state_root).workflow_runs(name, limit)]
 
 
 def summarize(nodes: Sequence[WorkflowNode], *, live: bool) -> WorkflowRunSummary:

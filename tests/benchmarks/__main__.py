@@ -1,7 +1,7 @@
 """Run the benchmarks, each in its own process (its own Spark session and JVM):
 
     python -m tests.benchmarks [delta_io] [state_store] [incremental_files] [s3_files]
-                               [noop] [workflow] [jdbc] [relationalize] [quality]
+                               [noop] [workflow] [jdbc] [relationalize] [quality] [ui]
 
 Exits 1 if any of them failed to run (a missed target is printed, not an error).
 """
@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 BENCHMARKS = ("delta_io", "state_store", "incremental_files", "s3_files", "noop", "workflow",
-              "jdbc", "relationalize", "quality")
+              "jdbc", "relationalize", "quality", "ui")
 
 failed = [name for name in sys.argv[1:] or BENCHMARKS
           if subprocess.run([sys.executable, "-m", f"tests.benchmarks.bench_{name}"]).returncode]

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# What only the tests need, beside .venv:
+# - Apache Airflow 3 from PyPI in a virtualenv of its own (.venv/airflow: Airflow's
+#   dependencies stay apart from deltamark's), for the Airflow export's tests (~40 s once);
+# - Debian's Chromium, which the operations page's browser tests drive (needs root or sudo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+AIRFLOW_VERSION=3.3.2
+if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION"; then
+  .venv/bin/python -m venv .venv/airflow
+  .venv/airflow/bin/python -m pip install --quiet --disable-pip-version-check \
+    "apache-airflow==$AIRFLOW_VERSION"
+fi
+if [ ! -x /usr/bin/chromium ]; then
+  as_root=""; [ "$(id -u)" -eq 0 ] || as_root="sudo -n"
+  if command -v apt-get >/dev/null && $as_root true 2>/dev/null; then
+    echo "test tools: installing chromium"
+    $as_root apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq --no-install-recommends \
+      chromium >/dev/null
+  else
+    echo "test tools: cannot install chromium (needs apt-get and root or sudo); the" \
+         "operations page's browser tests need it" >&2
+  fi
+fi

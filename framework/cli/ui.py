@@ -1,0 +1,36 @@
+"""deltamark ui"""
+
+import secrets
+from typing import Annotated
+
+import typer
+
+from framework.cli._common import library_errors, options
+
+
+def ui(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Option(help="The address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="The port to listen on.")] = 8765,
+    allow_actions: Annotated[bool, typer.Option(
+        help="Allow rewind, reset, abort and resume from the page, with the token printed "
+             "here.")] = False,
+) -> None:
+    """Serve the operations page: jobs, runs, bookmarks, data quality and workflows, read
+    from the state tables (no JVM)."""
+    from werkzeug.serving import make_server
+
+    from framework.ui.app import create_app
+
+    with library_errors(ctx):
+        settings = options(ctx).settings()
+    token = secrets.token_urlsafe(24) if allow_actions else None
+    address = f"http://{host}:{port}/"
+    typer.echo(f"deltamark ui for {settings.state_root}: {address}"
+               + (f"?token={token}  (actions allowed with this token)" if token else
+                  "  (read-only; --allow-actions for rewind, reset, abort, resume)"))
+    server = make_server(host, port, create_app(settings, token=token), threaded=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        server.server_close()

@@ -1,0 +1,141 @@
+"""The ``deltamark ui`` web app (Flask): pages for people, the same data as JSON for
+scripts, and, when started with ``--allow-actions``, the admin actions of the CLI.
+
+Routes: ``/`` (every job and workflow), ``/jobs/JOB``, ``/workflows/NAME``, each also as
+``/api/...`` JSON. Actions are POSTs: ``/jobs/JOB/rewind`` (after a preview of what
+``--restore-targets`` would remove), ``/jobs/JOB/reset``, ``/runs/RUN_ID/abort``,
+``/workflows/runs/ID/resume``. They need the token printed when the server starts: opening
+``/?token=TOKEN`` stores it in a same-site, HTTP-only cookie, and each form carries a CSRF
+value derived from it. Templates escape everything they show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, abort, jsonify, redirect, render_template, request, url_for
+
+from framework import admin
+from framework.config import Settings
+from framework.errors import DeltamarkError
+from framework.ui import pages
+
+__all__ = ["create_app"]
+
+TOKEN_COOKIE = "deltamark_token"
+
+
+def create_app(settings: Settings, *, token: str | None = None) -> Flask:
+    """The app for ``settings``' state; actions only with a ``token``."""
+    app = Flask(__name__, static_folder=str(Path(__file__).with_name("static")),
+                template_folder=str(Path(__file__).with_name("templates")))
+    app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
+    # JSON shown as text (or in an attribute): autoescaping then escapes it as HTML
+    app.jinja_env.filters["json"] = lambda value, indent=None: json.dumps(
+        value, indent=indent, default=str)
+
+    def authorised() -> bool:
+        given = request.cookies.get(TOKEN_COOKIE, "")
+        return token is not None and hmac.compare_digest(given, token)
+
+    def csrf() -> str:
+        return hmac.new((token or "").encode(), b"csrf", hashlib.sha256).hexdigest()
+
+    @app.context_processor
+    def actions() -> dict[str, Any]:
+        return {"actions": token is not None, "authorised": authorised(),
+                "csrf": csrf() if authorised() else ""}
+
+    @app.before_request
+    def take_token():  # type: ignore[no-untyped-def]
+        if token is not None and request.method == "GET" and "token" in request.args:
+            if not hmac.compare_digest(request.args["token"], token):
+                abort(403)
+            response = redirect(request.path)
+            response.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="Strict")
+            return response
+        if request.method == "POST":
+            same_origin = request.headers.get("Origin") in (None, request.host_url.rstrip("/"))
+            if not (authorised() and same_origin
+                    and hmac.compare_digest(request.form.get("csrf", ""), csrf())):
+                abort(403)
+        return None
+
+    @app.errorhandler(DeltamarkError)
+    def refused(exc: DeltamarkError):  # type: ignore[no-untyped-def]
+        status = 404 if type(exc).__name__.endswith("NotFoundError") else 400
+        if request.path.startswith("/api/"):
+            return jsonify({"error": str(exc), "error_type": type(exc).__name__}), status
+        return render_template("error.html", error=str(exc)), status
+
+    @app.get("/")
+    def overview():  # type: ignore[no-untyped-def]
+        return render_template("overview.html", page=pages.overview(settings))
+
+    @app.get("/api/overview")
+    def overview_json():  # type: ignore[no-untyped-def]
+        return jsonify(pages.overview(settings))
+
+    @app.get("/jobs/<job>")
+    def job(job: str):  # type: ignore[no-untyped-def]
+        admin.require_job(settings, job)
+        return render_template("job.html", page=pages.job_page(settings, job,
+                                                              request.args.get("dq_run")),
+                               done=request.args.get("done"))
+
+    @app.get("/api/jobs/<job>")
+    def job_json(job: str):  # type: ignore[no-untyped-def]
+        admin.require_job(settings, job)
+        return jsonify(pages.job_page(settings, job, request.args.get("dq_run")))
+
+    @app.get("/workflows/<name>")
+    def workflow(name: str):  # type: ignore[no-untyped-def]
+        return render_template("workflow.html", page=pages.workflow_page(settings, name),
+                               done=request.args.get("done"))
+
+    @app.get("/api/workflows/<name>")
+    def workflow_json(name: str):  # type: ignore[no-untyped-def]
+        return jsonify(pages.workflow_page(settings, name))
+
+    @app.post("/jobs/<job>/rewind")
+    def rewind(job: str):  # type: ignore[no-untyped-def]
+        to_run, context = request.form["to_run"], request.form.get("context") or None
+        restore = request.form.get("restore_targets") == "on"
+        if request.form.get("confirmed") != "yes":
+            return render_template("confirm_rewind.html", job=job, to_run=to_run,
+                                   context=context, restore=restore,
+                                   removed=pages.rewind_preview(settings, job, to_run))
+        done = admin.rewind(settings, job, to_run=to_run, context=context,
+                            restore_targets=restore)
+        said = f"rewound to run {done.to_run.run_seq}" + (
+            f"; restored {', '.join(done.restored)}" if done.restored else "")
+        return redirect(url_for("job", job=job, done=said))
+
+    @app.post("/jobs/<job>/reset")
+    def reset(job: str):  # type: ignore[no-untyped-def]
+        admin.reset(settings, job, context=request.form.get("context") or None)
+        return redirect(url_for("job", job=job, done="reset"))
+
+    @app.post("/runs/<run_id>/abort")
+    def abort_run(run_id: str):  # type: ignore[no-untyped-def]
+        run = admin.abort_run(settings, run_id)
+        return redirect(url_for("job", job=run.job, done=f"run {run.run_seq} aborted"))
+
+    @app.post("/workflows/<name>/runs/<run_id>/resume")
+    def resume(name: str, run_id: str):  # type: ignore[no-untyped-def]
+        # the same command as the CLI's, in a process of its own: it may run for hours
+        subprocess.Popen([sys.executable, "-m", "framework", "--conf-dir",
+                          str(settings.conf_dir), "--state-root", str(settings.state_root),
+                          "workflow", "resume", run_id], cwd=os.getcwd(),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+        return redirect(url_for("workflow", name=name, done=f"resuming {run_id}"))
+
+    return app

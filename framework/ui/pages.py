@@ -1,0 +1,186 @@
+"""What each page of ``deltamark ui`` shows, as plain data (the JSON routes return it as
+is; the templates lay it out). Read from the state tables with delta-rs only: no JVM."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from framework.admin import bookmark_history
+from framework.config import Settings
+from framework.job_config import job_names
+from framework.workflows.definition import Workflow, load_workflow, workflow_names
+from framework.workflows.history import workflow_runs
+from state_tables.model import Run
+from state_tables.store import StateStore
+
+__all__ = ["RUNS_SHOWN", "job_page", "overview", "rewind_preview", "workflow_page"]
+
+#: runs shown on a job's page and in its charts (the newest)
+RUNS_SHOWN = 200
+#: runs per job in the overview's sparkline
+SPARK_RUNS = 30
+#: bookmark changes shown per context (the newest)
+HISTORY_SHOWN = 50
+
+
+def overview(settings: Settings) -> dict[str, Any]:
+    """Every job (declared or with runs): its last run, its last success and failures in
+    a row among its newest ``SPARK_RUNS`` runs, and rows or files per run for a sparkline;
+    and every workflow's latest run."""
+    store = StateStore(settings.state_root)
+    by_job: dict[str, list[Run]] = defaultdict(list)
+    for run in store.recent_runs(SPARK_RUNS):
+        by_job[run.job].append(run)
+    now = datetime.now(UTC)
+    jobs = []
+    for name in sorted(set(job_names(settings)) | set(by_job)):
+        runs = by_job.get(name, [])
+        last = runs[-1] if runs else None
+        succeeded = [r for r in runs if r.status == "succeeded"]
+        failures = 0
+        for run in reversed(runs):
+            if run.status != "failed":
+                break
+            failures += 1
+        jobs.append({
+            "job": name,
+            "last_status": last.status if last else None,
+            "last_run_at": _when(last),
+            "last_run_age": _age(now, _when(last)),
+            "last_success_at": _when(succeeded[-1]) if succeeded else None,
+            "failures_in_a_row": f"{failures}+" if failures == SPARK_RUNS else failures,
+            "last_error": last.error if last and last.status == "failed" else None,
+            "volume": [_volume(r) for r in runs[-SPARK_RUNS:]],
+        })
+    workflows = []
+    for name in workflow_names(settings):
+        try:
+            latest = workflow_runs(settings, name, limit=1)
+        except Exception as exc:  # a broken workflow file: shown, not fatal to the page
+            workflows.append({"workflow": name, "error": str(exc)})
+            continue
+        workflows.append({"workflow": name, "error": None,
+                          "latest": _plain(asdict(latest[0])) if latest else None})
+    return {"generated_at": now.isoformat(), "state_root": str(settings.state_root),
+            "jobs": jobs, "workflows": workflows}
+
+
+def job_page(settings: Settings, job: str, dq_run: str | None = None) -> dict[str, Any]:
+    """One job: its newest runs (what each read and wrote, its error and recovery), the
+    series for the charts, each context's bookmark and history, its watermarks, and the
+    data-quality results of one run (default: the newest that has some)."""
+    store = StateStore(settings.state_root)
+    runs = store.recent_runs(RUNS_SHOWN, job)
+    rows = [{**_plain(asdict(r)), "seconds": _seconds(r), "volume": _volume(r)}
+            for r in reversed(runs)]
+    history: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for change in reversed(bookmark_history(store, job)):
+        if len(history[change["context"]]) < HISTORY_SHOWN:
+            history[change["context"]].append(_plain(change))
+    contexts = [{"context": b.context, "current": _plain(asdict(b)),
+                 "history": history[b.context]}
+                for b in sorted(store.bookmarks(job), key=lambda b: b.context)]
+    dq = store.dq_results(job, dq_run)
+    return {
+        "job": job,
+        "runs": rows,
+        "series": {"run_seq": [r.run_seq for r in runs],
+                   "seconds": [_seconds(r) for r in runs],
+                   "volume": [_volume(r) for r in runs]},
+        "contexts": contexts,
+        "watermarks": [_plain(asdict(w)) for w in store.watermarks(job)],
+        "dq": [_plain(asdict(r)) for r in dq],
+        "dq_run": dq[0].run_id if dq else None,
+        "rewind_targets": [{"run_id": r.run_id, "run_seq": r.run_seq,
+                            "ended_at": _iso(r.ended_at)}
+                           for r in reversed(runs) if r.status == "succeeded"][:50],
+    }
+
+
+def rewind_preview(settings: Settings, job: str, to_run: str) -> list[dict[str, Any]]:
+    """What a rewind to ``to_run`` with ``--restore-targets`` would take out of the
+    targets: each later run's writes (target, version or files, rows)."""
+    runs = StateStore(settings.state_root).runs(job)
+    after = next((r.run_seq for r in runs if r.run_id == to_run), None)
+    if after is None:
+        return []
+    return [{"run_seq": r.run_seq, "run_id": r.run_id, "target": target, **written}
+            for r in runs if r.run_seq > after
+            for target, written in r.outputs.items() if written.get("written")]
+
+
+def workflow_page(settings: Settings, name: str) -> dict[str, Any]:
+    """One workflow: its graph laid out in columns (a job's column: the longest chain of
+    triggers before it), coloured by its latest run's states, and its runs."""
+    workflow = load_workflow(settings, name)
+    runs = workflow_runs(settings, name, limit=RUNS_SHOWN)
+    latest = StateStore(settings.state_root).workflow_run(name) if runs else []
+    states = {n.job: n.state for n in latest}
+    return {"workflow": name, "description": workflow.description,
+            "graph": _graph(workflow, states),
+            "latest": [_plain(asdict(n)) for n in latest],
+            "runs": [_plain(asdict(r)) for r in runs]}
+
+
+def _graph(workflow: Workflow, states: dict[str, str]) -> dict[str, Any]:
+    column: dict[str, int] = {}
+
+    def depth(job: str) -> int:
+        if job not in column:
+            before = [c.job for t in workflow.triggers_of(job) for c in t.conditions]
+            column[job] = 1 + max((depth(j) for j in before), default=-1)
+        return column[job]
+
+    for job in workflow.jobs:
+        depth(job)
+    rows: dict[int, int] = defaultdict(int)
+    nodes = {}
+    for job in workflow.jobs:
+        nodes[job] = {"job": job, "x": 40 + column[job] * 300, "y": 40 + rows[column[job]] * 90,
+                      "state": states.get(job, "NOT RUN")}
+        rows[column[job]] += 1
+    edges = [{"from": c.job, "to": job, "label": f"{t.name}: {c.state}",
+              "x1": nodes[c.job]["x"] + 160, "y1": nodes[c.job]["y"] + 22,
+              "x2": nodes[job]["x"], "y2": nodes[job]["y"] + 22}
+             for job in workflow.jobs for t in workflow.triggers_of(job) for c in t.conditions]
+    return {"nodes": list(nodes.values()), "edges": edges,
+            "width": 40 + (max(column.values(), default=0) + 1) * 300,
+            "height": 40 + max(rows.values(), default=1) * 90}
+
+
+def _volume(run: Run) -> int:
+    """What a run read: rows where sources count them, else files."""
+    return sum(int(c.get("rows", c.get("files", 0)) or 0) for c in run.inputs.values())
+
+
+def _seconds(run: Run) -> float | None:
+    if run.ended_at is None:
+        return None
+    return round((run.ended_at - run.started_at).total_seconds(), 3)
+
+
+def _when(run: Run | None) -> str | None:
+    return None if run is None else _iso(run.ended_at or run.started_at)
+
+
+def _age(now: datetime, when: str | None) -> str | None:
+    if when is None:
+        return None
+    seconds = int((now - datetime.fromisoformat(when)).total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit} ago"
+    return f"{seconds} s ago"
+
+
+def _iso(when: datetime | None) -> str | None:
+    return None if when is None else when.isoformat()
+
+
+def _plain(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: _iso(v) if isinstance(v, datetime) else list(v) if isinstance(v, Sequence)
+            and not isinstance(v, str) else v for k, v in record.items()}

@@ -1,0 +1,200 @@
+"""The operations page (deltamark ui) in a real browser: Debian's Chromium driven by
+Playwright against the page served on the demo's state (the orders pipeline run as the
+demo runs it: a batch loaded, then a broken one rejected by its data-quality gate)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from databases import unavailable
+from werkzeug.serving import make_server
+
+from framework import admin, load_settings
+from framework.ui.app import create_app
+from framework.workflows import resume_workflow, run_workflow
+from jobs import orders_landing
+from state_tables.model import DqResult, Run
+from state_tables.store import StateStore
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = ROOT / "test-output" / "ui"
+HOSTILE = "<script>window.__xss = 1</script>"
+HOSTILE_SAMPLE = "<img src=x onerror=\"window.__xss = 2\">"
+TOKEN = "test-token"
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo's pipeline state: a first workflow run, then one whose ingest rejects a
+    broken batch, resumed once the batch is resent; and a job whose error and
+    data-quality sample hold HTML."""
+    work = tmp_path_factory.mktemp("demo")
+    settings = load_settings(conf_dir=ROOT / "conf", state_root=work / "state")
+    landing = work / "data" / "landing" / "orders"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(work)  # the conf's relative paths land under it, as in the demo
+        orders_landing.land(landing, batches=2, orders=40)
+        assert run_workflow(settings, "orders_pipeline").succeeded
+        orders_landing.land(landing, batches=1, orders=40, broken=2)
+        rejected = run_workflow(settings, "orders_pipeline")
+        assert not rejected.succeeded
+        orders_landing.resend(landing, orders=40)
+        assert resume_workflow(settings, rejected.workflow_run_id).succeeded
+    store = StateStore(settings.state_root)
+    now = dt.datetime.now(dt.UTC)
+    store.record_run(Run(job="hostile", run_id="h1", run_seq=1, status="failed",
+                         mode="enable", started_at=now, ended_at=now, error=HOSTILE))
+    store.record_dq_results([DqResult(
+        job="hostile", run_id="h1", run_seq=1, attempt=1, ruleset="r", target="t",
+        policy="fail", rule="IsComplete x", kind="row", outcome="failed", action="rejected",
+        rows=1, unexpected_count=1, sample=(HOSTILE_SAMPLE,))])
+    return settings
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        unavailable(f"{CHROMIUM} is absent (bash .ci/test_tools.sh installs Debian's chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update",
+            "--disable-sync"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def served(demo):
+    """The page on the demo's state, actions allowed, on a free port of 127.0.0.1."""
+    server = make_server("127.0.0.1", 0, create_app(demo, token=TOKEN), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+@pytest.fixture
+def page(browser, served):
+    """A page that records console errors, uncaught errors and any request that leaves
+    127.0.0.1 (it is refused)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    opened = context.new_page()
+    opened.problems, opened.outside = [], []
+    opened.on("console", lambda m: m.type == "error" and opened.problems.append(m.text))
+    opened.on("pageerror", lambda e: opened.problems.append(str(e)))
+
+    def only_local(route):
+        if urlparse(route.request.url).hostname == "127.0.0.1":
+            return route.continue_()
+        opened.outside.append(route.request.url)
+        return route.abort()
+
+    opened.route("**/*", only_local)
+    yield opened
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+    print(f"screenshot: {SCREENSHOTS / name}.png")
+
+
+@pytest.mark.parametrize(("path", "charts"), [
+    ("/", None), ("/jobs/orders_ingest", 2), ("/jobs/orders_silver", 2),
+    ("/workflows/orders_pipeline", 0), ("/jobs/hostile", 2)])
+def test_each_page_loads_without_errors_draws_its_charts_and_fetches_nothing_outside(
+        page, served, path, charts):
+    response = page.goto(served + path)
+    assert response.status == 200
+    page.wait_for_load_state("networkidle")
+    drawn = page.locator("div.chart[data-drawn=yes] canvas").count()
+    expected = page.locator("div.chart").count() if charts is None else charts
+    assert drawn == expected and (charts == 0 or drawn > 0)
+    assert page.problems == [] and page.outside == []
+    assert page.evaluate("window.__xss") is None
+    shot(page, path.strip("/").replace("/", "_") or "overview")
+
+
+def test_data_and_errors_show_as_text(page, served):
+    page.goto(served + "/jobs/hostile")
+    assert page.get_by_text(HOSTILE).count() == 1  # the run's error, as text
+    assert page.get_by_text(HOSTILE_SAMPLE, exact=False).count() == 1
+    assert page.locator("img").count() == 0
+    page.goto(served + "/")
+    assert page.get_by_text(HOSTILE).count() == 1
+    assert page.evaluate("window.__xss") is None
+
+
+def test_the_demo_state_shows_what_happened(page, served, demo):
+    page.goto(served + "/")
+    row = page.locator("tr", has=page.get_by_role("link", name="orders_ingest", exact=True))
+    assert row.locator(".status").inner_text() == "succeeded"
+    assert row.locator("td").nth(4).inner_text() == "0"  # no failure since
+    page.goto(served + "/workflows/orders_pipeline")
+    assert page.locator("svg.graph g.node.SUCCEEDED").count() == 3  # the resumed run
+    runs = page.locator("table", has_text="resumes").locator("tbody tr")
+    assert runs.count() == 3 and "1 FAILED 2 SKIPPED" in runs.nth(1).inner_text()
+    rejected = next(r for r in StateStore(demo.state_root).runs("orders_ingest")
+                    if r.status == "failed")
+    page.goto(served + f"/jobs/orders_ingest?dq_run={rejected.run_id}")
+    assert page.locator("table.dq tr.failed").count() == 2  # the rejected batch's rules
+    assert "-371.92" in page.locator("table.dq").inner_text()  # a failing value
+
+
+def test_a_rewind_through_the_page_changes_the_bookmark_as_the_cli_would(
+        page, served, demo, tmp_path):
+    store = StateStore(demo.state_root)
+    first = next(r for r in store.runs("orders_silver") if r.status == "succeeded")
+    # what the CLI's rewind does, on a copy of the state
+    copy = tmp_path / "state"
+    shutil.copytree(demo.state_root, copy)
+    admin.rewind(load_settings(conf_dir=ROOT / "conf", state_root=copy), "orders_silver",
+                 to_run=first.run_id)
+    expected = {b.context: b.state for b in StateStore(copy).bookmarks("orders_silver")}
+
+    page.goto(served + "/jobs/orders_silver")
+    assert page.locator("form#rewind").count() == 0  # actions need the token
+    page.goto(served + f"/?token={TOKEN}")
+    page.goto(served + "/jobs/orders_silver")
+    # first with --restore-targets: the page shows which later writes it would remove
+    later = next(r for r in store.runs("orders_silver") if r.run_seq > first.run_seq
+                 and any(o.get("written") for o in r.outputs.values()))
+    page.locator("form#rewind select[name=to_run]").select_option(first.run_id)
+    page.locator("form#rewind input[name=restore_targets]").check()
+    page.locator("form#rewind button").click()
+    [(target, written)] = [(t, o) for t, o in later.outputs.items() if o.get("written")]
+    removed = page.locator("table tr", has_text=target)
+    assert removed.count() == 1 and f"version {written['version']}" in removed.inner_text()
+    shot(page, "rewind_restore_preview")
+    page.get_by_role("link", name="cancel").click()
+    assert {b.context: b.state for b in store.bookmarks("orders_silver")} != expected
+    page.locator("form#rewind select[name=to_run]").select_option(first.run_id)
+    page.locator("form#rewind button").click()
+    assert page.get_by_text(f"Rewind orders_silver to run {first.run_id}").count() == 1
+    shot(page, "rewind_confirm")
+    page.locator("form#confirm button").click()
+    assert page.get_by_text(f"rewound to run {first.run_seq}").count() == 1
+    assert {b.context: b.state for b in store.bookmarks("orders_silver")} == expected
+    assert page.problems == []
+
+
+def test_a_post_without_the_token_or_its_csrf_value_is_refused(page, served, demo):
+    before = StateStore(demo.state_root).bookmarks("orders_ingest")
+    page.goto(served + "/")
+    for data in ({}, {"csrf": "forged"}):
+        assert page.request.post(served + "/jobs/orders_ingest/reset",
+                                 form=data).status == 403
+    page.goto(served + f"/?token={TOKEN}")
+    assert page.request.post(served + "/jobs/orders_ingest/reset",
+                             form={"csrf": "forged"}).status == 403
+    assert StateStore(demo.state_root).bookmarks("orders_ingest") == before
