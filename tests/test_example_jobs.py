@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -18,6 +19,8 @@ from framework.cli import app
 from framework.delta import delta_engine
 from framework.transforms import rejoin
 from jobs import customers_source, order_documents_landing, orders_landing
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.spark
 
@@ -186,3 +189,43 @@ def test_order_documents_recover_after_a_crash_between_tables(spark, tmp_path):
     recovered = deltamark(*args)
     assert "replayed" in recovered.stdout, recovered.output
     assert_documents_exactly_once(spark, landing, lake)
+
+
+def test_a_run_on_a_terminal_shows_spark_s_progress_and_plain_lines_elsewhere(tmp_path):
+    """On a terminal (a pty here), the log lines scroll above a live line of Spark's
+    stages and tasks; in a pipe, the same lines are plain, with no terminal codes."""
+    import pty
+
+    landing = tmp_path / "landing"
+    orders_landing.land(landing, batches=3, orders=50)
+    def command(name):
+        return [sys.executable, "-m", "framework", "--state-root", str(tmp_path / name),
+                "run", "orders_ingest", "--arg", f"landing={landing}", "--arg",
+                f"target={tmp_path / name / 'bronze'}"]
+
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(command("on_terminal"),
+                               stdin=secondary, stdout=secondary, stderr=secondary,
+                               cwd=ROOT, env={**os.environ, "COLUMNS": "160"})
+    os.close(secondary)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the run ended: its side of the pty is closed
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(primary)
+    assert process.wait(timeout=60) == 0, shown.decode(errors="replace")[-3000:]
+    raw = shown.decode(errors="replace")
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)  # without the terminal's codes
+    assert "\x1b[" in raw and "orders_src: 3 of 3 files to read" in text
+    assert "Spark: stage" in text and "tasks done" in text
+
+    piped = subprocess.run(command("piped"), cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    assert "\x1b[" not in piped.stderr and "Spark: stage" not in piped.stderr
+    assert "deltamark.job.orders_ingest: orders_src: 3 of 3 files to read" in piped.stderr

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -59,7 +60,6 @@ def run(
     job = job or args.get("JOB_NAME") or (script.stem if script else None)
     if job is None:
         raise typer.BadParameter("name the job (or give --script)", param_hint="JOB")
-    logging.basicConfig(format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("deltamark").setLevel(logging.INFO)
     cli = options(ctx)
     with library_errors(ctx, as_json=as_json):
@@ -67,15 +67,17 @@ def run(
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)
         from framework.job import WorkflowRun
+        from framework.progress import run_progress
         from framework.runner import run_job  # Spark and the job's code: only here
 
         properties = dict(key_value(p, "--run-property") for p in run_property or [])
         previous = signal.signal(signal.SIGTERM, _stop_run)
         try:
-            report = run_job(settings, job, bookmark=bookmark,
-                             bookmark_from=bookmark_from, bookmark_to=bookmark_to, args=args,
-                             dry_run=dry_run, force=force, script=script,
-                             workflow=WorkflowRun(workflow, workflow_run_id, properties))
+            with run_progress(terminal=sys.stderr.isatty() and not as_json):
+                report = run_job(settings, job, bookmark=bookmark, bookmark_from=bookmark_from,
+                                 bookmark_to=bookmark_to, args=args, dry_run=dry_run,
+                                 force=force, script=script,
+                                 workflow=WorkflowRun(workflow, workflow_run_id, properties))
         finally:
             signal.signal(signal.SIGTERM, previous)
     typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
