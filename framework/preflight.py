@@ -44,7 +44,7 @@ from framework.sources import files, jdbc
 from state_tables.model import Run
 from state_tables.store import StateStore
 
-__all__ = ["Preflight", "fingerprint", "preflight"]
+__all__ = ["Preflight", "fingerprint", "preflight", "waiting"]
 
 log = logging.getLogger("deltamark.preflight")
 
@@ -122,13 +122,38 @@ def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode
             new = _new_items(context, description, bookmarks, connections)
         except Exception as exc:  # whatever the cause, the run itself decides and reports
             log.info("preflight: %s not planned ahead: %s", context, exc)
-            reason = exc if isinstance(exc, DeltamarkError | OSError) else type(exc).__name__
-            return Preflight(False, f"{context} could not be planned ahead ({reason})", last)
+            return Preflight(False, f"{context} could not be planned ahead ({_reason(exc)})",
+                             last)
         if new is None:
             return Preflight(False, f"{context} cannot be planned before Spark starts", last)
         if new:
             return Preflight(False, f"{context} has {new} new", last)
     return Preflight(True, f"nothing new in {', '.join(last.sources)}", last)
+
+
+def waiting(store: StateStore, job: str, connections: Callable[[str], jdbc.Connection]
+            ) -> dict[str, int | str]:
+    """What each source the job's last run read has that its bookmark has not seen (files,
+    versions or rows), planned as ``preflight`` plans it; for a source that cannot be
+    planned without Spark, why."""
+    last = store.last_run(job)
+    if last is None:
+        return {}
+    bookmarks = BookmarkHistory(store, job)
+    found: dict[str, int | str] = {}
+    for context, description in last.sources.items():
+        try:
+            new = None if description is None else _new_items(context, description,
+                                                              bookmarks, connections)
+        except Exception as exc:  # shown, as the run would report it
+            new = f"could not be planned ahead ({_reason(exc)})"
+        found[context] = "cannot be planned before Spark starts" if new is None else new
+    return found
+
+
+def _reason(exc: Exception) -> str:
+    """A planning error as shown: its message when it is ours or the OS's, else its type."""
+    return str(exc) if isinstance(exc, DeltamarkError | OSError) else type(exc).__name__
 
 
 def _new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,

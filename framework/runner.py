@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import os
 import time
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from framework import preflight
-from framework.config import SETTINGS_FILE, Settings
+from framework.config import Settings
 from framework.delta import log
 from framework.errors import (
     BookmarkOptionError,
@@ -56,7 +55,7 @@ from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
 from framework.sinks import parquet
 from framework.sources.files import ListedFile
-from framework.sources.jdbc import resolve_connection
+from framework.sources.jdbc import settings_connections
 from framework.target_runs import check_state_knows, discard_unlanded, landed_targets
 from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
 from state_tables.store import StateStore
@@ -159,7 +158,7 @@ def run_job(
     workflow = workflow or WorkflowRun()
     fingerprint = preflight.fingerprint(settings, spec, _arguments(params, options),
                                         options.mode, run_properties=workflow.properties)
-    connections = _connections(settings)
+    connections = settings_connections(settings)
     run_id = uuid.uuid4().hex
     lease = contextlib.nullcontext() if dry_run else job_lease(settings.state_root, job, run_id)
     with lease:
@@ -374,11 +373,6 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     _execute(spec, identity, replayed, options, store, spark, engine, connections,
              recovery="replayed")
     return Recovery(last.run_id, last.run_seq, "replayed")
-
-
-def _connections(settings: Settings) -> Connections:
-    return functools.partial(resolve_connection, configured=settings.connections,
-                             conf_file=str(settings.conf_dir / SETTINGS_FILE))
 
 
 def _session(settings: Settings, spec: JobSpec, spark: SparkSession | None) -> SparkSession:

@@ -135,11 +135,19 @@ def test_data_and_errors_show_as_text(page, served):
     assert page.evaluate("window.__xss") is None
 
 
-def test_the_demo_state_shows_what_happened(page, served, demo):
+def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
+    monkeypatch.chdir(Path(demo.state_root).parent)  # the conf's relative paths, as served
     page.goto(served + "/")
     row = page.locator("tr", has=page.get_by_role("link", name="orders_ingest", exact=True))
     assert row.locator(".status").inner_text() == "succeeded"
     assert row.locator("td").nth(4).inner_text() == "0"  # no failure since
+    page.wait_for_selector("td.waiting[data-filled=yes] >> nth=-1")
+    assert row.locator("td.waiting").inner_text() == "nothing new"
+    orders_landing.land(Path(demo.state_root).parent / "data" / "landing" / "orders",
+                        batches=1, orders=5)
+    page.reload()
+    page.wait_for_selector("td.waiting[data-filled=yes] >> nth=-1")
+    assert row.locator("td.waiting").inner_text() == "orders_src: 1 new"
     page.goto(served + "/workflows/orders_pipeline")
     assert page.locator("svg.graph g.node.SUCCEEDED").count() == 3  # the resumed run
     runs = page.locator("table", has_text="resumes").locator("tbody tr")

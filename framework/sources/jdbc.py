@@ -20,6 +20,7 @@ the Spark driver's JVM through the JDBC driver; the rows come through Spark's JD
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -28,7 +29,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Literal
 
-from framework.config import text_value
+from framework.config import SETTINGS_FILE, Settings, text_value
 from framework.errors import ConfigError, DatabaseError
 from framework.redaction import redact, remember_credentials, remember_secret
 
@@ -36,7 +37,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["SOURCE_KIND", "Connection", "JdbcPlan", "JdbcSource", "connect", "description",
-           "plan_jdbc", "read_jdbc", "resolve_connection", "rows_ahead"]
+           "plan_jdbc", "read_jdbc", "resolve_connection", "rows_ahead",
+           "settings_connections"]
 
 SOURCE_KIND = "jdbc"
 
@@ -99,6 +101,12 @@ class Connection:
         """The driver properties, with user and password."""
         credentials = {"user": self.user, "password": self.password}
         return {**self.properties, **{k: v for k, v in credentials.items() if v is not None}}
+
+
+def settings_connections(settings: Settings) -> Callable[[str], Connection]:
+    """``resolve_connection`` for the connections ``settings`` declare."""
+    return functools.partial(resolve_connection, configured=settings.connections,
+                             conf_file=str(settings.conf_dir / SETTINGS_FILE))
 
 
 def resolve_connection(name_or_url: str, configured: Mapping[str, Mapping[str, Any]], *,

@@ -2,7 +2,8 @@
 scripts, and, when started with ``--allow-actions``, the admin actions of the CLI.
 
 Routes: ``/`` (every job and workflow), ``/jobs/JOB``, ``/workflows/NAME``, each also as
-``/api/...`` JSON. Actions are POSTs: ``/jobs/JOB/rewind`` (after a preview of what
+``/api/...`` JSON, and ``/api/jobs/JOB/waiting`` (the input waiting, which ``/`` fetches
+for each job once shown). Actions are POSTs: ``/jobs/JOB/rewind`` (after a preview of what
 ``--restore-targets`` would remove), ``/jobs/JOB/reset``, ``/runs/RUN_ID/abort``,
 ``/workflows/runs/ID/resume``. They need the token printed when the server starts: opening
 ``/?token=TOKEN`` stores it in a same-site, HTTP-only cookie, and each form carries a CSRF
@@ -94,6 +95,11 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
     def job_json(job: str):  # type: ignore[no-untyped-def]
         admin.require_job(settings, job)
         return jsonify(pages.job_page(settings, job, request.args.get("dq_run")))
+
+    @app.get("/api/jobs/<job>/waiting")
+    def waiting_json(job: str):  # type: ignore[no-untyped-def]
+        admin.require_job(settings, job)
+        return jsonify(pages.waiting(settings, job))
 
     @app.get("/workflows/<name>")
     def workflow(name: str):  # type: ignore[no-untyped-def]

@@ -9,15 +9,17 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from framework import preflight
 from framework.admin import bookmark_history
 from framework.config import Settings
 from framework.job_config import job_names
+from framework.sources.jdbc import settings_connections
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
 from framework.workflows.history import workflow_runs
 from state_tables.model import Run
 from state_tables.store import StateStore
 
-__all__ = ["RUNS_SHOWN", "job_page", "overview", "rewind_preview", "workflow_page"]
+__all__ = ["RUNS_SHOWN", "job_page", "overview", "rewind_preview", "waiting", "workflow_page"]
 
 #: runs shown on a job's page and in its charts (the newest)
 RUNS_SHOWN = 200
@@ -30,7 +32,8 @@ HISTORY_SHOWN = 50
 def overview(settings: Settings) -> dict[str, Any]:
     """Every job (declared or with runs): its last run, its last success and failures in
     a row among its newest ``SPARK_RUNS`` runs, and rows or files per run for a sparkline;
-    and every workflow's latest run."""
+    and every workflow's latest run. (The input waiting is ``waiting``, one job at a time:
+    it lists sources.)"""
     store = StateStore(settings.state_root)
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in store.recent_runs(SPARK_RUNS):
@@ -99,6 +102,19 @@ def job_page(settings: Settings, job: str, dq_run: str | None = None) -> dict[st
                             "ended_at": _iso(r.ended_at)}
                            for r in reversed(runs) if r.status == "succeeded"][:50],
     }
+
+
+def waiting(settings: Settings, job: str) -> dict[str, Any]:
+    """The input waiting for ``job``: what each source its last run read has that its
+    bookmark has not seen, planned without Spark (``framework.preflight``)."""
+    found = preflight.waiting(StateStore(settings.state_root), job,
+                              settings_connections(settings))
+    new = {context: n for context, n in found.items() if isinstance(n, int) and n}
+    unknown = {context: n for context, n in found.items() if isinstance(n, str)}
+    said = "; ".join([*(f"{c}: {n} new" for c, n in new.items()),
+                      *(f"{c}: {why}" for c, why in unknown.items())])
+    return {"job": job, "sources": found,
+            "said": said or ("nothing new" if found else "no source read yet")}
 
 
 def rewind_preview(settings: Settings, job: str, to_run: str) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 // Draws each <div class="chart" data-x="[...]" data-series="[...]"> with uPlot (shipped
-// with deltamark: nothing is fetched from the internet).
+// with deltamark: nothing is fetched from the internet), and fills each
+// <td class="waiting" data-url=...> from its JSON (planning a job's sources takes a while).
 "use strict";
 document.addEventListener("DOMContentLoaded", () => {
   for (const el of document.querySelectorAll("div.chart")) {
@@ -17,5 +18,12 @@ document.addEventListener("DOMContentLoaded", () => {
     };
     new uPlot(opts, [xs, ys], el);
     el.dataset.drawn = "yes";
+  }
+  for (const cell of document.querySelectorAll("td.waiting")) {
+    fetch(cell.dataset.url)
+      .then((response) => response.json())
+      .then((body) => { cell.textContent = body.said || body.error; })
+      .catch(() => { cell.textContent = "unknown"; })
+      .finally(() => { cell.dataset.filled = "yes"; });
   }
 });
