@@ -459,3 +459,26 @@ def test_targets_on_s3_ahead_of_a_restored_state_are_refused_then_repaired(ws, b
         100, 200, 300]
     assert sorted(DeltaTable(delta_target, storage_options=storage.delta_options(
         delta_target)).to_pyarrow_table()["id"].to_pylist()) == [100, 200, 300]
+
+
+def test_the_operations_page_reads_a_state_root_on_s3(ws, bucket):
+    """deltamark ui's pages and JSON from a state root on S3, through delta-rs alone."""
+    import datetime as dt
+
+    from framework.ui.app import create_app
+    from state_tables.model import Bookmark, Run
+
+    state_on_s3(ws, bucket)
+    store = StateStore(f"{bucket}/state")
+    now = dt.datetime.now(dt.UTC)
+    store.record_run(Run(job="copy", run_id="r1", run_seq=1, status="succeeded",
+                         mode="enable", started_at=now, ended_at=now,
+                         inputs={"src": {"files": 2}}),
+                     [Bookmark(job="copy", context="src", run_id="r1", run_seq=1,
+                               source_kind="custom", state={"high_water": 7})])
+    client = create_app(ws.settings).test_client()
+    assert client.get("/").status_code == 200
+    page = client.get("/jobs/copy")
+    assert page.status_code == 200 and "high_water" in page.get_data(as_text=True)
+    [run] = client.get("/api/jobs/copy").get_json()["runs"]
+    assert (run["run_id"], run["volume"]) == ("r1", 2)
