@@ -202,6 +202,7 @@ def test_a_post_without_the_token_or_its_csrf_value_is_refused(page, served, dem
     for data in ({}, {"csrf": "forged"}):
         assert page.request.post(served + "/jobs/orders_ingest/reset",
                                  form=data).status == 403
+    assert page.goto(served + "/?token=wr%C3%B6ng").status == 403  # any text: refused
     page.goto(served + f"/?token={TOKEN}")
     assert page.request.post(served + "/jobs/orders_ingest/reset",
                              form={"csrf": "forged"}).status == 403

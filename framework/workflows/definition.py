@@ -10,6 +10,7 @@
       orders_silver: {}
       orders_gold: {}
       glue_orders: {script: jobs/glue_orders.py, args: {job-bookmark-option: job-bookmark-enable}}
+      notify: {}
     triggers:
       - start: [orders_ingest]                       # the start trigger (no condition)
       - name: refine
@@ -167,8 +168,8 @@ def load_workflow(settings: Settings, name: str) -> Workflow:
     if schedule is not None and not _is_cron(schedule):
         problems.append(f"schedule: '{schedule}' is not a cron expression of 5 fields "
                         "(minute hour day-of-month month day-of-week)")
-    concurrency, runs = (_whole(raw, key, default, problems)
-                         for key, default in (("max_concurrency", 2), ("max_concurrent_runs", 1)))
+    concurrency = _whole(raw, "max_concurrency", 2, problems)
+    runs = _whole(raw, "max_concurrent_runs", 1, problems)
     properties, bad = scalar_mapping(raw.get("run_properties"), "run_properties")
     problems += bad
 
