@@ -12,6 +12,7 @@ from typing import Any
 from framework import preflight
 from framework.admin import bookmark_history
 from framework.config import Settings
+from framework.errors import DeltamarkError
 from framework.job_config import job_names
 from framework.sources.jdbc import settings_connections
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
@@ -63,7 +64,7 @@ def overview(settings: Settings) -> dict[str, Any]:
     for name in workflow_names(settings):
         try:
             latest = workflow_runs(settings, name, limit=1)
-        except Exception as exc:  # a broken workflow file: shown, not fatal to the page
+        except DeltamarkError as exc:  # a broken workflow file: shown, not fatal to the page
             workflows.append({"workflow": name, "error": str(exc)})
             continue
         workflows.append({"workflow": name, "error": None,
