@@ -21,7 +21,6 @@ from framework.errors import (
     RewindError,
     RunNotFoundError,
     RunStateError,
-    StateHistoryError,
     WorkflowNotFoundError,
 )
 from framework.lease import job_lease
@@ -108,7 +107,8 @@ def abort_run(settings: Settings, run_id: str) -> Run:
             run completes it).
         ConcurrentRunError: its process (or another run of the job) holds the lease.
     """
-    store = StateStore(settings.state_root)
+    store = StateStore(settings.state_root,
+                       retention_hours=settings.state_retention_hours)
     run = store.find_run(run_id)
     if run is None:
         raise RunNotFoundError(run_id)
@@ -131,17 +131,18 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
            restore_targets: bool = False) -> Rewind:
     """Make the next run resume from the state right after run ``to_run`` committed.
 
-    The state is read with Delta time travel on the bookmarks table and recorded as
-    ``rewind`` rows; contexts that did not exist then are reset. With
+    The bookmark rows (only ever appended, in run order) are resolved up to that run and
+    recorded again as ``rewind`` rows; contexts that did not exist then are reset. Every
+    run stays reachable, whatever the state tables' retention removed. With
     ``restore_targets``, the job's targets also return to their content right after
     ``to_run`` (RESTORE, or emptied when created later), but only when no other writer
     committed to them since.
 
     Raises:
-        RewindError: unknown or uncommitted run; history no longer reachable; foreign
-            commits in a target.
+        RewindError: unknown or uncommitted run; foreign commits in a target.
     """
-    store = StateStore(settings.state_root)
+    store = StateStore(settings.state_root,
+                       retention_hours=settings.state_retention_hours)
     with job_lease(settings.state_root, job, f"rewind to {to_run}"):
         _require_context(store, job, context)
         runs = store.runs(job)
@@ -150,16 +151,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
             raise RewindError(job, f"run {to_run} is not a run of this job that committed "
                               "bookmarks (succeeded in enable mode). See deltamark runs list "
                               f"{job}.")
-        try:
-            then = store.histories_after_run(job, run.run_seq, context)
-        except StateHistoryError as exc:
-            oldest = next((r for r in runs if r.run_seq >= exc.oldest_seq
-                           and r.status == "succeeded"), None)
-            raise RewindError(
-                job, f"cannot rewind to run {to_run} (run {run.run_seq}): the state history "
-                "no longer reaches it (log retention or VACUUM). The oldest run still "
-                f"reachable is {oldest.run_id if oldest else '?'} (run {exc.oldest_seq}).",
-            ) from exc
+        then = store.histories(job, context, up_to_seq=run.run_seq)
         restored = _restore_targets(job, run, runs) if restore_targets else ()
         seq = max(r.run_seq for r in runs)
         now = datetime.now(UTC)
@@ -176,7 +168,8 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
 
 def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind:
     """Make the next run start from nothing (one context, or all of the job's)."""
-    store = StateStore(settings.state_root)
+    store = StateStore(settings.state_root,
+                       retention_hours=settings.state_retention_hours)
     require_job(settings, job)
     with job_lease(settings.state_root, job, "reset"):
         _require_context(store, job, context)
@@ -274,7 +267,8 @@ def repair(settings: Settings, job: str, *, targets: Sequence[str] = ()) -> Repa
         RepairError: two runs with one run_seq, or a run whose record cannot be rebuilt;
             nothing was recorded.
     """
-    store = StateStore(settings.state_root)
+    store = StateStore(settings.state_root,
+                       retention_hours=settings.state_retention_hours)
     with job_lease(settings.state_root, job, "repair"):
         last = store.last_run(job)
         searched = tuple(dict.fromkeys([*store.written_targets(job), *targets]))

@@ -21,6 +21,7 @@ __all__ = ["BucketSettings", "DeltaMode", "Settings", "SparkSettings", "load_set
            "scalar_mapping", "text_value", "unknown_keys"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
+STATE_RETENTION_HOURS = 1
 
 SETTINGS_FILE = "deltamark.yaml"
 LOCAL_FILE = "local.yaml"
@@ -51,6 +52,9 @@ class Settings:
     conf_dir: Path = Path("conf")
     #: a local path or an object-store URI (``s3://bucket/state``)
     state_root: str = "data/state"
+    #: how long the state tables keep files and log entries no current read needs (for
+    #: readers and writers in flight; rewinds do not need them)
+    state_retention_hours: int = STATE_RETENTION_HOURS
     delta: DeltaMode = "auto"
     spark: SparkSettings = field(default_factory=SparkSettings)
     #: database connections by name: url, user, password, driver, properties. Values may
@@ -123,7 +127,8 @@ def unknown_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str = 
 def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
     problems += unknown_keys(
-        raw, sorted(("state_root", "delta", "spark", "connections", "buckets")))
+        raw, sorted(("state_root", "state_retention_hours", "delta", "spark", "connections",
+                     "buckets")))
 
     delta = raw.get("delta", "auto")
     if delta not in get_args(DeltaMode):
@@ -132,6 +137,11 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     state_root = raw.get("state_root", "data/state")
     if not isinstance(state_root, str) or not state_root:
         problems.append("state_root: must be a non-empty path or URI")
+
+    retention = raw.get("state_retention_hours", STATE_RETENTION_HOURS)
+    if isinstance(retention, bool) or not isinstance(retention, int) or retention < 0:
+        problems.append(f"state_retention_hours: '{retention}' is not a whole number of "
+                        "hours, 0 or more")
 
     spark_raw = raw.get("spark") or {}
     spark = SparkSettings()
@@ -164,7 +174,8 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
 
     if problems:
         raise ConfigError(source, problems)
-    return Settings(conf_dir=conf_dir, state_root=state_root, delta=delta, spark=spark,
+    return Settings(conf_dir=conf_dir, state_root=state_root,
+                    state_retention_hours=retention, delta=delta, spark=spark,
                     connections={str(k): dict(v) for k, v in connections.items()},
                     buckets=buckets)
 

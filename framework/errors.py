@@ -40,7 +40,6 @@ __all__ = [
     "SourceError",
     "SparkStartError",
     "StateBehindTargetsError",
-    "StateHistoryError",
     "StateSchemaError",
     "TableNotFoundError",
     "TransformError",
@@ -317,15 +316,6 @@ class StateSchemaError(DeltamarkError):
                    f"no migration step from schema version {found} towards {supported}. "
                    "This is a deltamark bug: report it.")
         super().__init__(f"state table {table}: {problem}")
-
-
-class StateHistoryError(DeltamarkError):
-    """A state table's history no longer reaches back to a run (log retention, VACUUM)."""
-
-    def __init__(self, table: str, oldest_seq: int):
-        self.table, self.oldest_seq = table, oldest_seq
-        super().__init__(f"state table {table}: its history reaches back to run "
-                         f"{oldest_seq} only (log retention or VACUUM removed the rest).")
 
 
 class DeltaTableError(DeltamarkError):

@@ -152,7 +152,8 @@ def run_job(
         bookmark_from = bookmark_from or (args or {}).get("job-bookmark-from")
         bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
-    store = StateStore(settings.state_root)
+    store = StateStore(settings.state_root,
+                       retention_hours=settings.state_retention_hours)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
     params = {**spec.params, **(args or {})}
     workflow = workflow or WorkflowRun()

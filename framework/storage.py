@@ -88,6 +88,16 @@ def exists(uri: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def footprint(uri: str) -> tuple[int, int]:
+    """How many files lie under ``uri``, and their bytes (0, 0 when nothing is there)."""
+    fs, path, _ = filesystem(uri)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return 0, 0
+    found = [i for i in fs.get_file_info(pafs.FileSelector(path, recursive=True))
+             if i.type == pafs.FileType.File]
+    return len(found), sum(i.size for i in found)
+
+
 def read_bytes(uri: str) -> bytes | None:
     """The whole content of the file at ``uri``, or None when there is none."""
     fs, path, _ = filesystem(uri)

@@ -39,6 +39,8 @@ SCHEMA = pa.schema([
     pa.field("written_at", pa.timestamp("us", tz="UTC"), nullable=False),
 ])
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,255}")
+# "most recent" reads the log's commit order, so the log is kept as long as Delta's default
+UPKEEP = log.Upkeep(retention_hours=30 * 24)
 
 
 class WatermarkNotFoundError(DeltamarkError):
@@ -76,7 +78,7 @@ class Watermarks:
                "item": json.dumps(dict(item), default=str),
                "written_at": datetime.now(UTC)}
         log.append_rows(self.path, pa.Table.from_pylist([row], schema=SCHEMA),
-                        compact_every=10,
+                        upkeep=UPKEEP,
                         user_metadata={"job_id": row["job_id"], "run_id": row["run_id"]})
 
     def get_watermark(self, *, job_id: str, run_id: str) -> dict[str, Any]:

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from framework import storage
+from framework.config import STATE_RETENTION_HOURS
 from framework.delta import log
-from framework.errors import StateHistoryError, VersionNotFoundError
 from state_tables.model import (
     Bookmark,
     DqResult,
@@ -29,17 +29,19 @@ from state_tables.schemas import (
     DQ_RESULTS,
     PROCESSED_FILES,
     RUNS,
+    TABLES,
     WATERMARKS,
     WORKFLOW_RUNS,
     StateTable,
     upgrade,
 )
 
-__all__ = ["ContextHistory", "StateStore", "typed_value"]
+__all__ = ["ContextHistory", "StateStore", "TableSize", "typed_value"]
 
 
-# Compact and checkpoint a state table every this many versions, so that reading the
-# current state costs the same after 10 or 10,000 runs.
+# Tidy a state table every this many versions (compact, checkpoint, delete what the
+# retention lets go), so that reading and writing the current state, and the state root's
+# size, stay the same after 10 or 10,000 runs.
 MAINTENANCE_EVERY = 10
 
 
@@ -51,10 +53,17 @@ class StateStore:
         store = StateStore("data/state")
         store.record_run(run, [bookmark])
         store.bookmarks("orders_ingest")
+
+    Args:
+        root: a local path or an object-store URI.
+        retention_hours: how long files and log entries that no current read needs are
+            kept (for reads and commits in flight); the rows themselves are never deleted.
     """
 
-    def __init__(self, root: str | os.PathLike[str]):
+    def __init__(self, root: str | os.PathLike[str], *,
+                 retention_hours: int = STATE_RETENTION_HOURS):
         self.root = os.fspath(root)
+        self.upkeep = log.Upkeep(retention_hours, compact_every=MAINTENANCE_EVERY)
 
     def path(self, table: StateTable) -> str:
         return storage.join(self.root, table.name)
@@ -106,7 +115,17 @@ class StateStore:
     def _append(self, table: StateTable, rows: list[dict[str, Any]],
                 tag: Mapping[str, Any] | None = None) -> None:
         log.append_rows(self.path(table), log.rows_table(rows, table.schema),
-                        compact_every=MAINTENANCE_EVERY, user_metadata=tag)
+                        upkeep=self.upkeep, user_metadata=tag)
+
+    def tidy(self) -> list[TableSize]:
+        """Tidy every state table now, as writes do every ``MAINTENANCE_EVERY`` versions:
+        compact, checkpoint, and delete the files and log entries past the retention."""
+        sizes = []
+        for table in TABLES.values():
+            before = storage.footprint(self.path(table))
+            log.tidy(self.path(table), self.upkeep)
+            sizes.append(TableSize(table.name, before, storage.footprint(self.path(table))))
+        return sizes
 
     # --- reads ----------------------------------------------------------------------
 
@@ -170,17 +189,16 @@ class StateStore:
                 if h.current.event != "reset"]
 
     def histories(self, job: str, context: str | None = None, *,
-                  up_to_seq: int | None = None,
-                  version: int | None = None) -> dict[str, ContextHistory]:
+                  up_to_seq: int | None = None) -> dict[str, ContextHistory]:
         """Each context's bookmark rows resolved: its current bookmark and the runs whose
         processed files still count (a rewind brings back the set as of its run; a reset
         empties it).
 
-        ``version`` reads the bookmarks table as it was at that Delta version. The rows
-        are resolved in Arrow; only each context's current row becomes a ``Bookmark``.
+        The rows are resolved in Arrow; only each context's current row becomes a
+        ``Bookmark``.
         """
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
-        rows = self._read_where(BOOKMARKS, filters, version=version)
+        rows = self._read_where(BOOKMARKS, filters)
         if not len(rows):
             return {}
         if pc.max(rows["schema_version"]).as_py() > BOOKMARKS.version:
@@ -273,32 +291,6 @@ class StateStore:
                                        ("mode", "=", "enable")], columns=["run_seq"])
         return pc.unique(runs["run_seq"])
 
-    def histories_after_run(self, job: str, run_seq: int,
-                            context: str | None = None) -> dict[str, ContextHistory]:
-        """The bookmarks as they stood right after run ``run_seq`` committed, read with Delta
-        time travel: the bookmarks table at the version of that run's last bookmark write.
-
-        Raises:
-            StateHistoryError: that version is gone (log retention, VACUUM).
-        """
-        path = self.path(BOOKMARKS)
-        if not log.is_table(path):
-            return {}
-        commits = log.history(path)
-        tagged = [(c.version, c.user_metadata["run_seq"]) for c in commits
-                  if c.user_metadata.get("job") == job and "run_seq" in c.user_metadata]
-        versions = [version for version, seq in tagged if seq <= run_seq]
-        truncated = commits[-1].version > 0
-        if not versions:
-            if tagged and truncated:
-                raise StateHistoryError(BOOKMARKS.name, min(seq for _, seq in tagged))
-            return {}
-        try:
-            return self.histories(job, context, up_to_seq=run_seq, version=max(versions))
-        except (VersionNotFoundError, OSError) as exc:
-            raise StateHistoryError(BOOKMARKS.name,
-                                    min(seq for _, seq in tagged if seq > run_seq)) from exc
-
     def bookmark_log(self, job: str, context: str | None = None
                      ) -> list[tuple[Bookmark, bool]]:
         """Every bookmark row of ``job`` in order, each with whether it counts (a run's
@@ -341,10 +333,8 @@ class StateStore:
             table, [(column, "=", value) for column, value in equal.items() if value is not None])
 
     def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]],
-                    columns: Sequence[str] | None = None,
-                    version: int | None = None) -> pa.Table:
-        rows = log.read_rows(self.path(table), filters=filters or None, columns=columns,
-                             version=version)
+                    columns: Sequence[str] | None = None) -> pa.Table:
+        rows = log.read_rows(self.path(table), filters=filters or None, columns=columns)
         wanted = table.schema if columns is None else pa.schema(
             [table.schema.field(c) for c in columns])
         if rows is None:
@@ -353,6 +343,15 @@ class StateStore:
             # a nullable column added after this table was created: null in its old rows
             rows = rows.append_column(missing, pa.nulls(len(rows), missing.type))
         return rows
+
+
+@dataclass(frozen=True)
+class TableSize:
+    """A state table's files and bytes before and after ``StateStore.tidy``."""
+
+    table: str
+    before: tuple[int, int]
+    after: tuple[int, int]
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ def test_defaults_without_a_conf_dir(tmp_path, monkeypatch):
     assert settings.delta == "auto"
     assert settings.state_root == "data/state"
     assert settings.spark.master == "local[*]"
+    assert settings.state_retention_hours == 1
 
 
 def test_local_file_and_environment_override(tmp_path, monkeypatch):
@@ -28,13 +29,15 @@ def test_local_file_and_environment_override(tmp_path, monkeypatch):
 
 def test_every_problem_is_reported_at_once_naming_the_file(tmp_path):
     (tmp_path / "deltamark.yaml").write_text(
-        "delta: sometimes\nstate_rot: x\nspark:\n  masterr: y\n  conf: [1]\n")
+        "delta: sometimes\nstate_rot: x\nspark:\n  masterr: y\n  conf: [1]\n"
+        "state_retention_hours: 1h\n")
     with pytest.raises(ConfigError) as error:
         load_settings(conf_dir=tmp_path)
     assert error.value.path == str(tmp_path / "deltamark.yaml")
-    assert len(error.value.problems) == 4
+    assert len(error.value.problems) == 5
     message = str(error.value)
-    for fragment in ("delta: 'sometimes'", "'state_rot'", "'spark.masterr'", "spark.conf"):
+    for fragment in ("delta: 'sometimes'", "'state_rot'", "'spark.masterr'", "spark.conf",
+                     "state_retention_hours: '1h' is not a whole number of hours"):
         assert fragment in message
     assert "\n" not in message
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 import pytest
 from typer.testing import CliRunner
 
-from framework import admin
+from framework import admin, load_settings
 from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
@@ -77,21 +78,27 @@ def test_reset_makes_the_next_run_read_everything(ws, three_runs):
     assert ws.run().inputs["src"]["files"] == 3
 
 
-def test_rewinding_beyond_the_reachable_history_names_the_oldest_run(ws):
+def test_every_run_stays_reachable_once_the_state_is_tidied(ws):
+    """Rewinds resolve the appended bookmark rows, so the state tables' log entries and old
+    files can go: with a retention of 0 hours, every tidy deletes them."""
+    conf = ws.conf / "deltamark.yaml"
+    conf.write_text(conf.read_text() + "state_retention_hours: 0\n")
+    ws.settings = load_settings(conf_dir=ws.conf)
     ws.declare(lineage="source_file")
     ids = []
     for _ in range(12):
         ws.land(rows=1)
         ids.append(ws.run().run_id)
     log_dir = ws.root / "state" / "bookmarks" / "_delta_log"
-    [checkpoint] = [int(p.name.split(".")[0]) for p in log_dir.glob("*.checkpoint.parquet")]
-    for version in range(checkpoint):  # what log retention does once a checkpoint covers them
-        (log_dir / f"{version:020}.json").unlink()
-    with pytest.raises(RewindError) as error:
-        admin.rewind(ws.settings, "copy", to_run=ids[0])
-    assert "no longer reaches it" in str(error.value)
-    assert f"The oldest run still reachable is {ids[11]} (run 12)" in str(error.value)
-    assert admin.rewind(ws.settings, "copy", to_run=ids[11]).bookmarks
+    assert not (log_dir / f"{0:020}.json").exists()  # tidied away by the runs themselves
+    result = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "state", "vacuum"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^runs: \d+ files, [\d.]+ MB -> \d+ files", result.output, re.M)
+    assert len(list(log_dir.glob("*.json"))) == 1  # the checkpoint's own commit
+    admin.rewind(ws.settings, "copy", to_run=ids[0])
+    report = ws.run()
+    assert report.planned_files["src"] == [str(ws.landing / f"batch-{i:03}.json")
+                                           for i in range(2, 13)]
 
 
 def test_glue_shaped_bookmark_entry(ws, three_runs):

@@ -69,6 +69,24 @@ def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):
     assert any(f.endswith(".checkpoint.parquet") for f in os.listdir(tmp_path / "runs/_delta_log"))
 
 
+def test_files_and_log_entries_go_once_past_the_retention(tmp_path):
+    def footprint(store):
+        return len([p for p in (tmp_path / store).rglob("*") if p.is_file()])
+
+    kept, tidied = StateStore(tmp_path / "kept"), StateStore(tmp_path / "tidied",
+                                                             retention_hours=0)
+    for seq in range(1, 10 * MAINTENANCE_EVERY + 1):
+        for store in (kept, tidied):
+            store.record_run(run("a", seq), [mark("a", "src", seq)])
+    assert footprint("kept") > 2 * 10 * MAINTENANCE_EVERY  # within the hour: all kept
+    assert footprint("tidied") < 4 * MAINTENANCE_EVERY
+    for store in (kept, tidied):
+        assert [r.run_seq for r in store.runs("a")] == list(range(1, 10 * MAINTENANCE_EVERY + 1))
+        assert store.bookmarks("a", up_to_seq=1)[0].run_id == "a-1"
+    assert log.snapshot(str(tmp_path / "kept" / "runs")).configuration[
+        "delta.logRetentionDuration"] == "interval 1 hours"
+
+
 def test_rows_from_a_newer_deltamark_are_refused(tmp_path):
     store = StateStore(tmp_path)
     store.record_run(run("a", 1))

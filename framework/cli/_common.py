@@ -30,7 +30,8 @@ class CliOptions:
         return load_settings(conf_dir=self.conf_dir, state_root=self.state_root)
 
     def store(self) -> StateStore:
-        return StateStore(self.settings().state_root)
+        settings = self.settings()
+        return StateStore(settings.state_root, retention_hours=settings.state_retention_hours)
 
 
 def options(ctx: typer.Context) -> CliOptions:

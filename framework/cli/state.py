@@ -7,7 +7,7 @@ import typer
 from framework import admin
 from framework.cli._common import library_errors, options
 
-app = typer.Typer(help="The state tables themselves: repair.", no_args_is_help=True)
+app = typer.Typer(help="The state tables themselves: repair, vacuum.", no_args_is_help=True)
 
 
 @app.command("repair")
@@ -35,3 +35,16 @@ def repair(
             typer.echo(f"  warning: {target} does not hold run {run.run_seq}; if the job "
                        "writes it every run, it misses that run's rows (rewind to the run "
                        "before with --restore-targets to redo it).")
+
+
+@app.command("vacuum")
+def vacuum(ctx: typer.Context) -> None:
+    """Tidy the state tables now: compact and checkpoint them, and delete the files and log
+    entries no current read has needed for state_retention_hours (conf; default 1). Runs
+    do the same every 10 versions of a table. Rewinds never need what it deletes."""
+    with library_errors(ctx):
+        sizes = options(ctx).store().tidy()
+    for size in sizes:
+        (files, before), (left, after) = size.before, size.after
+        typer.echo(f"{size.table}: {files} files, {before / 1e6:.2f} MB -> {left} files, "
+                   f"{after / 1e6:.2f} MB")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -37,12 +38,15 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from framework import errors, storage
 
+logger = logging.getLogger(__name__)
+
 __all__ = [
     "AppTransaction",
     "Commit",
     "DataFile",
     "NewFile",
     "Snapshot",
+    "Upkeep",
     "VersionChange",
     "add_columns",
     "append_rows",
@@ -51,6 +55,7 @@ __all__ = [
     "commit_files",
     "delete_all",
     "empty_rows",
+    "forget_open_tables",
     "history",
     "is_table",
     "mask",
@@ -62,6 +67,7 @@ __all__ = [
     "rows_table",
     "snapshot",
     "table_version",
+    "tidy",
     "transaction_version",
     "version_at",
 ]
@@ -213,6 +219,13 @@ def _first_line(exc: Exception) -> str:
 def _log_entry(path: str, version: int) -> str:
     """The file (or object) of the table's commit ``version``."""
     return storage.join(path, "_delta_log", f"{version:020d}.json")
+
+
+def forget_open_tables() -> None:
+    """Drop the table handles and data files kept in memory: what follows reads as a new
+    process does (for benchmarks)."""
+    _LATEST.clear()
+    _read_file.cache_clear()
 
 
 def _version_gone(path: str, version: int) -> bool:
@@ -521,17 +534,38 @@ def _filter_value(value: Any) -> str | list[str]:
 # --- small tables deltamark owns (state tables) ---------------------------------------
 
 
-def append_rows(path: str, rows: pa.Table, *, compact_every: int | None = None,
+@dataclass(frozen=True)
+class Upkeep:
+    """How a small table deltamark owns (a state table) stays small and fast to read.
+
+    Every ``compact_every`` versions its small files are compacted (files of
+    ``file_size`` bytes are left as they are, so compaction costs the same after 10 or
+    10,000 runs), a checkpoint is written, and the data files and log entries no version
+    has needed for ``retention_hours`` are deleted (the table's
+    ``delta.deletedFileRetentionDuration`` and ``delta.logRetentionDuration``).
+    """
+
+    retention_hours: int
+    compact_every: int = 10
+    file_size: int = 4 << 20
+
+    def properties(self) -> dict[str, str]:
+        interval = f"interval {self.retention_hours} hours"
+        return {"delta.logRetentionDuration": interval,
+                "delta.deletedFileRetentionDuration": interval}
+
+
+def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
                 user_metadata: Mapping[str, Any] | None = None,
                 txn: AppTransaction | None = None) -> int:
     """Append an Arrow table in one commit (creating the table); returns the new version.
 
-    With ``compact_every``, every that many versions the small files are compacted and a
-    checkpoint written, so reads of a table that gains a file per run do not grow with
-    its history.
+    With ``upkeep``, the table is tidied every ``upkeep.compact_every`` versions, so reads
+    of a table that gains a file per run do not grow with its history.
     """
     if not is_table(path):
         write_deltalake(path, rows, mode="append", storage_options=storage.delta_options(path),
+                        configuration=upkeep.properties() if upkeep else None,
                         commit_properties=_commit_properties(txn, user_metadata))
         return 0
     table = _open(path)
@@ -539,10 +573,39 @@ def append_rows(path: str, rows: pa.Table, *, compact_every: int | None = None,
     write_deltalake(table, rows, mode="append", schema_mode="merge",
                     commit_properties=_commit_properties(txn, user_metadata))
     version = table.version()
-    if compact_every and version % compact_every == 0:
-        table.optimize.compact()
-        table.create_checkpoint()
+    if upkeep and version % upkeep.compact_every == 0:
+        try:
+            _tidy(table, upkeep)
+        except (DeltaError, OSError) as exc:  # the rows are committed; the next tidy retries
+            logger.warning("%s: tidying the table failed, left for later: %s", path,
+                           _first_line(exc))
     return version
+
+
+def tidy(path: str, upkeep: Upkeep) -> None:
+    """Tidy a table now, as ``append_rows`` does every ``upkeep.compact_every`` versions.
+
+    Raises:
+        DeltaTableError: delta-rs refused (e.g. another process tidied it at once).
+    """
+    if not is_table(path):
+        return
+    try:
+        _tidy(_open(path), upkeep)
+    except DeltaError as exc:
+        raise errors.DeltaTableError(path, f"tidying it failed ({_first_line(exc)}); nothing "
+                                     "was lost. Try again.") from exc
+
+
+def _tidy(table: DeltaTable, upkeep: Upkeep) -> None:
+    wanted = upkeep.properties()
+    if any(table.metadata().configuration.get(k) != v for k, v in wanted.items()):
+        table.alter.set_table_properties(wanted)
+    table.optimize.compact(target_size=upkeep.file_size)
+    # VACUUM first: it finds the files to delete from the tombstones the checkpoint drops
+    table.vacuum(dry_run=False)
+    table.create_checkpoint()
+    table.cleanup_metadata()
 
 
 def read_rows(path: str, *, version: int | None = None,

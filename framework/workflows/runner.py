@@ -157,7 +157,8 @@ class _Run:
     def __init__(self, settings: Settings, workflow: Workflow, properties: Mapping[str, str],
                  *, reused: Sequence[WorkflowNode] = (), resumed_from: str | None = None):
         self.settings, self.workflow = settings, workflow
-        self.store = StateStore(settings.state_root)
+        self.store = StateStore(settings.state_root,
+                                retention_hours=settings.state_retention_hours)
         self.id = uuid.uuid4().hex
         self.properties = dict(properties)
         self.resumed_from = resumed_from

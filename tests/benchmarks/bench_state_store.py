@@ -18,7 +18,7 @@ import pyarrow as pa
 from framework.delta import log
 from state_tables.model import Bookmark, Run
 from state_tables.schemas import BOOKMARKS, RUNS
-from state_tables.store import MAINTENANCE_EVERY, StateStore, _bookmark_row, _run_row
+from state_tables.store import StateStore, _bookmark_row, _run_row
 
 HISTORY = 10_000
 SAMPLES = 60
@@ -46,10 +46,10 @@ def _seed(store: StateStore) -> None:
         seqs = range(start, start + 100)
         log.append_rows(store.path(RUNS), pa.Table.from_pylist(
             [_run_row(_run(s)) for s in seqs], schema=RUNS.schema),
-            compact_every=MAINTENANCE_EVERY)
+            upkeep=store.upkeep)
         log.append_rows(store.path(BOOKMARKS), pa.Table.from_pylist(
             [_bookmark_row(b) for s in seqs for b in _marks(s)], schema=BOOKMARKS.schema),
-            compact_every=MAINTENANCE_EVERY)
+            upkeep=store.upkeep)
 
 
 def _measure(store: StateStore, first_seq: int) -> list[float]:

@@ -26,7 +26,6 @@ from framework.ui.app import create_app
 from state_tables.model import Bookmark, DqResult, Run, WorkflowNode
 from state_tables.schemas import BOOKMARKS, DQ_RESULTS, RUNS, WORKFLOW_RUNS
 from state_tables.store import (
-    MAINTENANCE_EVERY,
     StateStore,
     _bookmark_row,
     _dq_row,
@@ -77,7 +76,7 @@ def _seed(root: str, runs_per_job: int) -> None:
                 flat = [row for part in rows for row in part]
                 if flat:
                     log.append_rows(store.path(table), pa.Table.from_pylist(
-                        flat, schema=table.schema), compact_every=MAINTENANCE_EVERY)
+                        flat, schema=table.schema), upkeep=store.upkeep)
         nodes = [_node_row(WorkflowNode(
             "orders_pipeline", f"w{s}", job, "t", state,
             started_at=T0 + dt.timedelta(minutes=15 * s),
@@ -86,7 +85,7 @@ def _seed(root: str, runs_per_job: int) -> None:
             for s in seqs for i, job in enumerate(PIPELINE)
             for state in ("RUNNING", "SUCCEEDED")]
         log.append_rows(store.path(WORKFLOW_RUNS), pa.Table.from_pylist(
-            nodes, schema=WORKFLOW_RUNS.schema), compact_every=MAINTENANCE_EVERY)
+            nodes, schema=WORKFLOW_RUNS.schema), upkeep=store.upkeep)
 
 
 def _times(root: str) -> dict[str, float]:
