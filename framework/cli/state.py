@@ -43,8 +43,11 @@ def vacuum(ctx: typer.Context) -> None:
     entries no current read has needed for state_retention_hours (conf; default 1). Runs
     do the same every 10 versions of a table. Rewinds never need what it deletes."""
     with library_errors(ctx):
-        sizes = options(ctx).store().tidy()
+        store = options(ctx).store()
+        sizes = store.tidy()
     for size in sizes:
         (files, before), (left, after) = size.before, size.after
         typer.echo(f"{size.table}: {files} files, {before / 1e6:.2f} MB -> {left} files, "
                    f"{after / 1e6:.2f} MB")
+    typer.echo(f"Files unneeded for less than {store.upkeep.retention_hours} hour(s) "
+               "(state_retention_hours) stay until then.")
