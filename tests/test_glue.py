@@ -4,6 +4,7 @@ Glue-style script runs through deltamark run --script with Glue's bookmark seman
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -192,8 +193,8 @@ def test_dynamic_frame_methods(spark):
     cast = frame.resolveChoice(specs=[("amount", "cast:long")]).toDF()
     assert dict(cast.dtypes)["amount"] == "bigint"
     assert [r.amount for r in cast.orderBy("id").collect()] == [10, 20, None]
-    with pytest.raises(GlueUnsupportedError, match="make_cols"):
-        frame.resolveChoice(specs=[("amount", "make_cols")])
+    with pytest.raises(GlueUnsupportedError, match="match_catalog needs a Data Catalog"):
+        frame.resolveChoice(specs=[("amount", "match_catalog")])
     nested = DynamicFrame.fromDF(spark.createDataFrame(
         [(1, [10, 20])], "id BIGINT, tags ARRAY<INT>"), None, "t")
     tables = nested.relationalize("root", "/tmp/unused")
@@ -279,3 +280,124 @@ def test_a_glue_script_reads_a_database_and_a_delta_table_incrementally(spark, t
     assert sorted(r.id for r in customers.collect()) == [1, 2, 3, 4, 5]
     assert sorted(r.n for r in engine.read(str(tmp_path / "lake" / "upstream")).collect()) \
         == [1, 2, 3]
+
+
+# The header of every script Glue's console generates, as published in AWS's docs, and a
+# body of the transforms such scripts chain; unchanged but for its data locations.
+CONSOLE_SCRIPT = '''\
+import sys
+from awsglue.transforms import *
+from awsglue.utils import getResolvedOptions
+from pyspark.context import SparkContext
+from awsglue.context import GlueContext
+from awsglue.job import Job
+
+args = getResolvedOptions(sys.argv, ['JOB_NAME', 'source', 'target'])
+sc = SparkContext()
+glueContext = GlueContext(sc)
+spark = glueContext.spark_session
+job = Job(glueContext)
+job.init(args['JOB_NAME'], args)
+
+datasource0 = glueContext.create_dynamic_frame.from_options(
+    connection_type="s3", connection_options={"paths": [args['source']]}, format="json",
+    transformation_ctx="datasource0")
+applymapping1 = ApplyMapping.apply(frame=datasource0, mappings=[
+    ("id", "string", "order_id", "long"), ("customer.name", "string", "customer", "string"),
+    ("amount", "string", "amount", "double"), ("note", "string", "note", "string")],
+    transformation_ctx="applymapping1")
+filtered = Filter.apply(frame=applymapping1, f=lambda r: r["amount"] > 10)
+dropnull = DropNullFields.apply(frame=filtered, transformation_ctx="dropnull")
+renamed = RenameField.apply(frame=dropnull, old_name="customer", new_name="customer_name")
+glueContext.write_dynamic_frame.from_options(
+    frame=renamed, connection_type="s3", connection_options={"path": args['target']},
+    format="parquet", transformation_ctx="datasink4")
+job.commit()
+'''
+
+
+@pytest.mark.spark
+def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path):
+    script, source, target = tmp_path / "job.py", tmp_path / "in", tmp_path / "out"
+    script.write_text(CONSOLE_SCRIPT)
+    source.mkdir()
+
+    def land(name, *orders):
+        (source / name).write_text("".join(json.dumps(
+            {"id": str(i), "customer": {"name": f"c{i}"}, "amount": str(amount),
+             "note": None}) + "\n" for i, amount in orders))
+
+    def run():
+        result = CliRunner().invoke(app, [
+            "--state-root", str(tmp_path / "state"), "run", "--script", str(script), "--json",
+            "--arg", "JOB_NAME=console", "--arg", f"source={source}",
+            "--arg", f"target={target}", "--arg", "job-bookmark-option=job-bookmark-enable"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    def rows():
+        df = spark.read.parquet(str(target))
+        assert df.columns == ["order_id", "customer_name", "amount"]  # note: null everywhere
+        return sorted(tuple(r) for r in df.collect())
+
+    land("a.json", (1, 5), (2, 50), (3, "x"))
+    assert run()["status"] == "succeeded"
+    assert "awsglue" not in sys.modules  # importable for the script only
+    assert rows() == [(2, "c2", 50.0)]  # 5 is filtered out; "x" casts to null, then fails f
+    assert run()["status"] == "skipped"
+    land("b.json", (4, 40))
+    assert run()["inputs"]["datasource0"]["files"] == 1
+    assert rows() == [(2, "c2", 50.0), (4, "c4", 40.0)]
+
+
+@pytest.mark.spark
+def test_transforms_on_nested_fields_and_empty_frames(spark):
+    from pyspark.sql.types import StructType
+
+    from framework.glue import DynamicFrame
+    from framework.glue.transforms import (
+        ApplyMapping,
+        DropFields,
+        Join,
+        Map,
+        RenameField,
+        ResolveChoice,
+        SelectFromCollection,
+        Spigot,
+        Union,
+    )
+
+    frame = DynamicFrame.fromDF(spark.createDataFrame(
+        [(1, (2, "a")), (2, (3, "b"))], "id BIGINT, s STRUCT<x: INT, y: STRING>"), None, "f")
+    assert DropFields.apply(frame, ["s.y"]).toDF().schema.simpleString() == \
+        "struct<id:bigint,s:struct<x:int>>"
+    moved = RenameField.apply(frame, "s.x", "s.z").toDF()
+    assert moved.schema.simpleString() == "struct<id:bigint,s:struct<y:string,z:int>>"
+    nested = ApplyMapping.apply(frame, [("s.x", "int", "out.value", "string"),
+                                        ("id", "long", "id", "int")]).toDF()
+    assert nested.schema.simpleString() == "struct<out:struct<value:string>,id:int>"
+    other = DynamicFrame.fromDF(spark.createDataFrame([(1, "one")], "key BIGINT, label STRING"),
+                                None, "o")
+    joined = Join.apply(frame, other, "id", "key").toDF()
+    assert [(r.id, r.key, r.label) for r in joined.collect()] == [(1, 1, "one")]
+    assert sorted(r["id"] for r in Union.apply(frame, frame).toDF().collect()) == [1, 1, 2, 2]
+    doubled = Map.apply(frame, lambda r: {"id": r["id"] * 2, "y": r["s"]["y"]}).toDF()
+    assert sorted((r.id, r.y) for r in doubled.collect()) == [(2, "a"), (4, "b")]
+    failing = Map.apply(frame, lambda r: {"id": 1 // (r["id"] - 1)}).toDF()
+    assert [r.id for r in failing.collect()] == [1]  # the record that raised is left out
+    assert frame.filter(lambda r: r["missing"] > 0).count() == 0  # KeyError: left out
+    assert ResolveChoice.apply(frame, choice="make_cols").toDF().columns == ["id", "s"]
+    collection = frame.relationalize("root")
+    assert SelectFromCollection.apply(collection, "root").count() == 2
+    with pytest.raises(GlueUnsupportedError, match=r"^Spigot.apply: not supported"):
+        Spigot.apply(frame=frame, path="/tmp/x")
+
+    # A run with nothing new hands a script a frame with no fields: every transform takes it.
+    empty = DynamicFrame.fromDF(spark.createDataFrame([], StructType([])), None, "e")
+    chained = ApplyMapping.apply(empty, [("id", "string", "id", "long")])
+    chained = RenameField.apply(DropFields.apply(chained, ["x"]), "id", "key")
+    assert chained.toDF().columns == [] and chained.count() == 0
+    assert Join.apply(empty, other, "id", "key").count() == 0
+    assert Map.apply(empty, lambda r: r).count() == 0
+    assert empty.drop_null_fields().count() == 0
+    assert Union.apply(empty, other).toDF().columns == ["key", "label"]

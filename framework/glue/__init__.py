@@ -1,6 +1,8 @@
 """Run AWS Glue PySpark scripts on any Spark with deltamark's bookmarks.
 
-The modules mirror ``awsglue``'s, so a script changes only its imports::
+The modules mirror ``awsglue``'s. A script run with ``deltamark run --script`` imports
+them as ``awsglue...``, unchanged (``framework.glue.environment``); code outside a script
+imports them from here::
 
     from framework.glue.utils import getResolvedOptions      # awsglue.utils
     from framework.glue.context import GlueContext           # awsglue.context

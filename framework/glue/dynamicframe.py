@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import GlueUnsupportedError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["DynamicFrame", "DynamicFrameCollection"]
 
@@ -50,28 +50,139 @@ class DynamicFrame:
                       **_: Any) -> DynamicFrame:
         """The fields at ``paths``; absent ones are left out (as in Glue, where an empty
         read has no fields at all)."""
-        return self._with(self._df.select(*[_column(p) for p in paths if self._has(p)]))
+        return self._with(self._df.select(*[_column(p) for p in paths if _exists(self._df, p)]))
 
     def drop_fields(self, paths: Sequence[str], transformation_ctx: str = "",
                     **_: Any) -> DynamicFrame:
-        return self._with(self._df.drop(*paths))
+        """Without the fields at ``paths`` (``a.b`` is field ``b`` of struct ``a``)."""
+        df = self._df
+        for path in paths:
+            if _exists(df, path):
+                df = _without(df, path)
+        return self._with(df)
 
     def rename_field(self, oldName: str, newName: str, transformation_ctx: str = "",  # noqa: N803
                      **_: Any) -> DynamicFrame:
-        return self._with(self._df.withColumnRenamed(oldName, newName))
+        """The field at ``oldName`` moved to ``newName`` (full paths, as in Glue)."""
+        from pyspark.sql import functions as F
+
+        if oldName == newName or not _exists(self._df, oldName):
+            return self
+        if "." not in oldName + newName:
+            return self._with(self._df.withColumnRenamed(oldName, newName))
+        moved = _with_field(self._df, newName, F.col(_column(oldName)))
+        return self._with(_without(moved, oldName))
+
+    def apply_mapping(self, mappings: Sequence[Sequence[str]], case_sensitive: bool = False,
+                      transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """Only the mapped fields: each ``(source, source_type, target, target_type)``
+        takes the field at ``source``, casts it to ``target_type`` (a value that does not
+        cast becomes null) and puts it at ``target`` (``a.b`` builds struct ``a``).
+        Mappings whose source field is absent are left out, as in Glue."""
+        from pyspark.sql import functions as F
+
+        tree: dict[str, Any] = {}
+        for mapping in mappings:
+            if len(mapping) != 4:
+                raise GlueUnsupportedError(
+                    f"apply_mapping({tuple(mapping)!r})",
+                    "give (source, source_type, target, target_type) tuples")
+            source, _source_type, target, target_type = mapping
+            if not _exists(self._df, source):
+                continue
+            value = F.col(_column(source)).try_cast(_spark_type(target_type, "apply_mapping"))
+            node = tree
+            *parents, leaf = _parts(target)
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return self._with(self._df.select(*_structs(tree)))
+
+    def join(self, paths1: str | Sequence[str], paths2: str | Sequence[str],
+             frame2: DynamicFrame, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """The equality join of this frame's ``paths1`` with ``frame2``'s ``paths2``,
+        keeping every field of both (drop the keys you do not need afterwards)."""
+        keys1, keys2 = _list(paths1), _list(paths2)
+        left, right = self._df, frame2.toDF()
+        if len(keys1) != len(keys2):
+            raise GlueUnsupportedError(f"join({keys1}, {keys2})",
+                                       "give as many keys on each side")
+        if not all(_exists(left, k) for k in keys1) or not all(_exists(right, k) for k in keys2):
+            return self._with(left.limit(0).crossJoin(right.limit(0)))  # an empty side
+        shared = sorted(set(left.columns) & set(right.columns))
+        if shared:
+            raise GlueUnsupportedError(
+                f"join: both frames have the fields {', '.join(shared)}",
+                "rename them on one side first (rename_field)")
+        condition = [left[_column(a)] == right[_column(b)] for a, b in zip(keys1, keys2,
+                                                                           strict=True)]
+        return self._with(left.join(right, condition, "inner"))
 
     def filter(self, f: Callable[[Mapping[str, Any]], bool], transformation_ctx: str = "",
                **_: Any) -> DynamicFrame:
-        """The records for which ``f(record)`` is true (``record`` reads like a dict)."""
-        kept = self._df.rdd.filter(lambda row: bool(f(row.asDict(recursive=True))))
+        """The records for which ``f(record)`` is true (``record`` reads like a dict). A
+        record for which ``f`` raises KeyError, ValueError or TypeError is left out, as
+        in Glue."""
+        def keep(row: Any) -> bool:
+            try:
+                return bool(f(row.asDict(recursive=True)))
+            except (KeyError, ValueError, TypeError):
+                return False
+
+        kept = self._df.rdd.filter(keep)
         return self._with(self._df.sparkSession.createDataFrame(kept, self._df.schema))
+
+    def map(self, f: Callable[[dict[str, Any]], Mapping[str, Any]],
+            transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """Each record as ``f(record)`` returns it (a dict; the fields it has make the
+        new schema). A record for which ``f`` raises is left out, as Glue leaves out
+        error records."""
+        from pyspark.sql import Row
+
+        def mapped(row: Any) -> list[Row]:
+            try:
+                return [Row(**dict(f(row.asDict(recursive=True))))]
+            except Exception:  # noqa: BLE001 - Glue's error records
+                return []
+
+        from pyspark.sql.types import StructType
+
+        rows = self._df.rdd.flatMap(mapped)
+        if rows.isEmpty():
+            return self._with(self._df.sparkSession.createDataFrame([], StructType([])))
+        return self._with(self._df.sparkSession.createDataFrame(rows, samplingRatio=1.0))
+
+    def union(self, other_frame: DynamicFrame, transformation_ctx: str = "",
+              **_: Any) -> DynamicFrame:
+        """The records of both frames; a field one frame lacks is null in its records."""
+        return self._with(self._df.unionByName(other_frame.toDF(), allowMissingColumns=True))
+
+    def drop_null_fields(self, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """Without the top-level fields that are null in every record."""
+        from pyspark.sql import functions as F
+
+        if not self._df.columns:
+            return self
+        counts = self._df.select(*[F.count(_column(c)).alias(c)
+                                   for c in self._df.columns]).first()
+        return self._with(self._df.drop(*[c for c in self._df.columns if not counts[c]]))
+
+    def repartition(self, num_partitions: int, transformation_ctx: str = "",
+                    **_: Any) -> DynamicFrame:
+        return self._with(self._df.repartition(num_partitions))
+
+    def coalesce(self, num_partitions: int, shuffle: bool = False,
+                 transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        return self._with(self._df.repartition(num_partitions) if shuffle
+                          else self._df.coalesce(num_partitions))
 
     def resolveChoice(self, specs: Sequence[tuple[str, str]] | None = None,  # noqa: N802
                       choice: str = "", transformation_ctx: str = "", **_: Any
                       ) -> DynamicFrame:
         """``specs=[("col", "cast:long")]`` (or ``project:long``), or ``choice=...`` for
-        every column. Other actions (make_cols, make_struct, match_catalog) need Glue's
-        per-record types and are not supported."""
+        every field: a value that does not cast becomes null, as in Glue. A frame here has
+        no choice types (a field has one type), so ``make_cols`` and ``make_struct``
+        leave it as it is, as Glue does for a frame without them."""
         from pyspark.sql import functions as F
 
         pairs = list(specs) if specs else [(c, choice) for c in self._df.columns] if choice \
@@ -79,14 +190,15 @@ class DynamicFrame:
         df = self._df
         for path, action in pairs:
             kind, _, type_name = action.partition(":")
-            if kind not in ("cast", "project") or type_name.lower() not in _TYPES:
+            if kind in ("make_cols", "make_struct") and not type_name:
+                continue
+            if kind not in ("cast", "project"):
                 raise GlueUnsupportedError(
-                    f"resolveChoice({path!r}, {action!r})", "cast:TYPE or project:TYPE with "
-                    f"TYPE one of {', '.join(sorted(_TYPES))}; cast the DataFrame "
-                    "(toDF().withColumn) for anything else")
-            if self._has(path):
-                # Glue: a value that does not cast becomes NULL
-                df = df.withColumn(path, F.col(_column(path)).try_cast(_TYPES[type_name.lower()]))
+                    f"resolveChoice({path!r}, {action!r})", "cast:TYPE, project:TYPE, "
+                    "make_cols or make_struct; match_catalog needs a Data Catalog")
+            spark_type = _spark_type(type_name, "resolveChoice")
+            if _exists(df, path):
+                df = _with_field(df, path, F.col(_column(path)).try_cast(spark_type))
         return self._with(df)
 
     def relationalize(self, root_table_name: str, staging_path: str = "",
@@ -102,9 +214,6 @@ class DynamicFrame:
         return DynamicFrameCollection(
             {name: DynamicFrame(df, self.glue_ctx, name) for name, df in tables.items()},
             self.glue_ctx)
-
-    def _has(self, path: str) -> bool:
-        return path.split(".", 1)[0] in self._df.columns
 
     def _with(self, df: DataFrame) -> DynamicFrame:
         return DynamicFrame(df, self.glue_ctx, self.name)
@@ -137,6 +246,86 @@ class DynamicFrameCollection:
         return len(self._frames)
 
 
+def _parts(path: str) -> list[str]:
+    """A Glue field path's names: ``a.b`` is field ``b`` of ``a``; a name in backticks
+    may hold dots."""
+    parts, current, quoted = [], "", False
+    for char in path:
+        if char == "`":
+            quoted = not quoted
+        elif char == "." and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [*parts, current]
+
+
 def _column(path: str) -> str:
     """A Glue field path as a Spark column reference (``a.b`` is a nested field)."""
-    return ".".join(f"`{part}`" for part in path.split("."))
+    return ".".join(f"`{part}`" for part in _parts(path))
+
+
+def _exists(df: DataFrame, path: str) -> bool:
+    """Whether ``df`` has a field at ``path`` (names compared as Spark does, ignoring case)."""
+    from pyspark.sql.types import StructType
+
+    kind: Any = df.schema
+    for part in _parts(path):
+        if not isinstance(kind, StructType):
+            return False
+        found = [f for f in kind.fields if f.name.lower() == part.lower()]
+        if not found:
+            return False
+        kind = found[0].dataType
+    return True
+
+
+def _without(df: DataFrame, path: str) -> DataFrame:
+    """``df`` without the (existing) field at ``path``."""
+    from pyspark.sql import functions as F
+
+    top, *rest = _parts(path)
+    if not rest:
+        return df.drop(top)
+    return df.withColumn(top, F.col(f"`{top}`").dropFields(".".join(f"`{p}`" for p in rest)))
+
+
+def _with_field(df: DataFrame, path: str, value: Column) -> DataFrame:
+    """``df`` with ``value`` at ``path``, in an existing struct, or a new top-level one."""
+    from pyspark.sql import functions as F
+
+    top, *rest = _parts(path)
+    if not rest:
+        return df.withColumn(top, value)
+    if _exists(df, top):
+        return df.withColumn(top, F.col(f"`{top}`").withField(
+            ".".join(f"`{p}`" for p in rest), value))
+    nested = value
+    for name in reversed(rest):
+        nested = F.struct(nested.alias(name))
+    return df.withColumn(top, nested)
+
+
+def _structs(tree: Mapping[str, Any]) -> list[Column]:
+    """Columns from a tree of names (a leaf is a Column, a branch a struct)."""
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    return [node.alias(name) if isinstance(node, Column) else
+            F.struct(*_structs(node)).alias(name) for name, node in tree.items()]
+
+
+def _list(value: str | Sequence[str]) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _spark_type(glue_type: str, call: str) -> str:
+    """A Glue type name as a Spark SQL type (``decimal(10,2)`` as it is)."""
+    name = glue_type.strip().lower()
+    if name in _TYPES:
+        return _TYPES[name]
+    if name.startswith("decimal("):
+        return name
+    raise GlueUnsupportedError(f"{call}(..., {glue_type!r})",
+                               f"use one of {', '.join(sorted(_TYPES))} or decimal(P,S)")

@@ -3,19 +3,14 @@ one fails with a message saying what to do instead."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from framework.errors import GlueUnsupportedError
+from framework.glue.transforms import NotProvided
 
 __all__ = ["FillMissingValues", "FindIncrementalMatches", "FindMatches"]
 
 
-class _GlueOnly:
-    @classmethod
-    def apply(cls, *_: Any, **__: Any) -> Any:
-        raise GlueUnsupportedError(
-            f"{cls.__name__}.apply", "Glue's ML transforms run only in AWS Glue; train and "
-            "apply a model with Spark ML (pyspark.ml) on frame.toDF() instead")
+class _GlueOnly(NotProvided):
+    alternative = ("Glue's ML transforms run only in AWS Glue; train and apply a model "
+                   "with Spark ML (pyspark.ml) on frame.toDF() instead")
 
 
 class FindMatches(_GlueOnly):

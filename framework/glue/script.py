@@ -1,7 +1,9 @@
 """A Glue script as a deltamark job: ``deltamark run --script PATH --arg JOB_NAME=...``.
 
-The script runs as the job's ``run``, with ``sys.argv`` made of the run's params the way
-Glue passes job arguments (``--NAME value``), so ``getResolvedOptions`` reads them.
+The script runs as the job's ``run``, unchanged: ``import awsglue...`` and
+``SparkContext()`` work (``framework.glue.environment``), and ``sys.argv`` is made of the
+run's params the way Glue passes job arguments (``--NAME value``), so
+``getResolvedOptions`` reads them.
 In a workflow, it also gets ``--WORKFLOW_NAME`` and ``--WORKFLOW_RUN_ID`` as Glue passes
 them (``framework.glue.workflow`` reads and publishes the run properties).
 Bookmarks follow Glue: ``--job-bookmark-option`` (default job-bookmark-disable) picks the
@@ -20,6 +22,7 @@ from typing import ClassVar
 
 from framework.errors import JobError
 from framework.glue.context import current_run
+from framework.glue.environment import glue_environment
 from framework.job import IncrementalJob, JobContext
 from framework.job_config import JobSpec
 from framework.modes import BookmarkOptions
@@ -70,7 +73,7 @@ class _GlueScript(IncrementalJob):
         argv = [str(self.script)] + [word for name, value in {**params, **bookmark}.items()
                                      if value is not None for word in (f"--{name}", value)]
         run = GlueRun(ctx)
-        with current_run(run), _argv(argv):
+        with current_run(run), _argv(argv), glue_environment(ctx.spark.sparkContext):
             runpy.run_path(str(self.script), run_name="__main__")
         if not run.committed:
             ctx.hold_bookmarks()

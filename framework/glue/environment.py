@@ -1,0 +1,93 @@
+"""What a Glue script finds in its process while ``deltamark run --script`` runs it:
+``import awsglue...`` resolves to deltamark's Glue layer (no ``awsglue`` package is
+installed anywhere), and ``SparkContext()`` is the run's own context, as it is the first
+one in a Glue job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.abc
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from framework.errors import GlueUnsupportedError
+
+__all__ = ["AWSGLUE_MODULES", "glue_environment"]
+
+#: the awsglue modules a script may import, and deltamark's module serving each
+AWSGLUE_MODULES = {
+    "awsglue": "framework.glue",
+    "awsglue.context": "framework.glue.context",
+    "awsglue.dynamicframe": "framework.glue.dynamicframe",
+    "awsglue.job": "framework.glue.job",
+    "awsglue.transforms": "framework.glue.transforms",
+    "awsglue.utils": "framework.glue.utils",
+    "awsglueml": "framework.glue.ml",
+    "awsglueml.transforms": "framework.glue.ml",
+}
+
+
+@contextlib.contextmanager
+def glue_environment(spark_context: Any) -> Iterator[None]:
+    """``awsglue`` importable and ``SparkContext()`` giving ``spark_context`` while the
+    block runs; everything is as before afterwards."""
+    with _awsglue_importable(), _shared_spark_context(spark_context):
+        yield
+
+
+class _UnknownAwsGlueModule(importlib.abc.MetaPathFinder):
+    """An awsglue module deltamark does not serve: the one-line error, not ImportError."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname.split(".", 1)[0] in ("awsglue", "awsglueml"):
+            served = ", ".join(sorted(AWSGLUE_MODULES))
+            raise GlueUnsupportedError(f"import {fullname}", f"the modules served are {served}")
+
+
+@contextlib.contextmanager
+def _awsglue_importable() -> Iterator[None]:
+    saved: dict[str, ModuleType | None] = {name: sys.modules.get(name)
+                                           for name in AWSGLUE_MODULES}
+    finder = _UnknownAwsGlueModule()
+    for alias, module in AWSGLUE_MODULES.items():
+        sys.modules[alias] = importlib.import_module(module)
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for alias, module in saved.items():
+            if module is None:
+                sys.modules.pop(alias, None)
+            else:
+                sys.modules[alias] = module
+
+
+@contextlib.contextmanager
+def _shared_spark_context(active: Any) -> Iterator[None]:
+    """``SparkContext(...)`` returns ``active`` (its arguments are the job's to set, in
+    conf), where pyspark would refuse a second context."""
+    from pyspark import SparkContext
+
+    had_new = "__new__" in SparkContext.__dict__
+    original_init = SparkContext.__init__
+
+    def shared_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+        return active if cls is SparkContext else object.__new__(cls)
+
+    def shared_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        if self is not active:
+            original_init(self, *args, **kwargs)
+
+    SparkContext.__new__ = shared_new  # type: ignore[method-assign]
+    SparkContext.__init__ = shared_init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        SparkContext.__init__ = original_init  # type: ignore[method-assign]
+        if not had_new:
+            del SparkContext.__new__
