@@ -17,8 +17,8 @@ import yaml
 
 from framework.errors import ConfigError
 
-__all__ = ["BucketSettings", "DeltaMode", "Settings", "SparkSettings", "load_settings", "read_yaml",
-           "scalar_mapping", "text_value", "unknown_keys"]
+__all__ = ["BucketSettings", "CatalogTable", "DeltaMode", "Settings", "SparkSettings",
+           "load_settings", "read_yaml", "scalar_mapping", "text_value", "unknown_keys"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
 STATE_RETENTION_HOURS = 1
@@ -46,6 +46,21 @@ class BucketSettings:
 
 
 @dataclass(frozen=True)
+class CatalogTable:
+    """A table of the local catalog Glue scripts read with ``from_catalog`` (``catalog:``,
+    keyed ``database.table``): its location and how to read it."""
+
+    location: str
+    #: delta, or a file format (json, csv, parquet, orc, avro, xml, text)
+    format: str
+    #: reader options (Spark's names, or Glue's format_options names)
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+CATALOG_FORMATS = ("delta", "json", "csv", "parquet", "orc", "avro", "xml", "text")
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything deltamark reads from configuration."""
 
@@ -62,6 +77,8 @@ class Settings:
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     #: per-bucket S3 options by bucket name; the AWS environment configures the others
     buckets: Mapping[str, BucketSettings] = field(default_factory=dict)
+    #: the tables Glue scripts read with ``from_catalog``, by ``database.table``
+    catalog: Mapping[str, CatalogTable] = field(default_factory=dict)
 
 
 def load_settings(
@@ -128,7 +145,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
     problems += unknown_keys(
         raw, sorted(("state_root", "state_retention_hours", "delta", "spark", "connections",
-                     "buckets")))
+                     "buckets", "catalog")))
 
     delta = raw.get("delta", "auto")
     if delta not in get_args(DeltaMode):
@@ -171,13 +188,15 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
 
     buckets, bucket_problems = _buckets(raw.get("buckets"))
     problems += bucket_problems
+    catalog, catalog_problems = _catalog(raw.get("catalog"))
+    problems += catalog_problems
 
     if problems:
         raise ConfigError(source, problems)
     return Settings(conf_dir=conf_dir, state_root=state_root,
                     state_retention_hours=retention, delta=delta, spark=spark,
                     connections={str(k): dict(v) for k, v in connections.items()},
-                    buckets=buckets)
+                    buckets=buckets, catalog=catalog)
 
 
 BUCKET_KEYS = ("endpoint_url", "region")
@@ -206,6 +225,34 @@ def _buckets(raw: Any) -> tuple[dict[str, BucketSettings], list[str]]:
             problems.append(f"{where}.region: must be a region name (eu-west-1)")
         buckets[name] = BucketSettings(endpoint_url=endpoint, region=region)
     return buckets, problems
+
+
+def _catalog(raw: Any) -> tuple[dict[str, CatalogTable], list[str]]:
+    if raw is None:
+        return {}, []
+    if not isinstance(raw, Mapping):
+        return {}, ["catalog: must be a mapping of database.table -> {location, format, "
+                    "options}"]
+    tables, problems = {}, []
+    for name, table in raw.items():
+        where = f"catalog.{name}"
+        if not isinstance(name, str) or name.count(".") != 1 or "" in name.split("."):
+            problems.append(f"{where}: name a table as database.table")
+            continue
+        if not isinstance(table, Mapping):
+            problems.append(f"{where}: must be a mapping with location, format, options")
+            continue
+        problems += unknown_keys(table, ("location", "format", "options"), where)
+        location, kind = table.get("location"), str(table.get("format", "")).lower()
+        if not isinstance(location, str) or not location:
+            problems.append(f"{where}.location: must be a path or URI")
+        if kind not in CATALOG_FORMATS:
+            problems.append(f"{where}.format: '{table.get('format')}' is not one of "
+                            f"{', '.join(CATALOG_FORMATS)}")
+        options, option_problems = scalar_mapping(table.get("options"), f"{where}.options")
+        problems += option_problems
+        tables[name] = CatalogTable(location=str(location), format=kind, options=options)
+    return tables, problems
 
 
 CONNECTION_KEYS = ("url", "user", "password", "driver", "properties")

@@ -24,6 +24,7 @@ __all__ = [
     "DeltaTableError",
     "DeltamarkError",
     "GlueArgumentError",
+    "GlueCatalogError",
     "GlueUnsupportedError",
     "JobError",
     "JobFailedError",
@@ -202,6 +203,11 @@ class DataQualityError(JobError):
 
 class GlueArgumentError(DeltamarkError):
     """A Glue script's arguments do not parse (``getResolvedOptions``); Glue's wording."""
+
+
+class GlueCatalogError(DeltamarkError):
+    """A table a Glue script reads or writes ``from_catalog`` is not in the local catalog
+    (``catalog:`` in conf/deltamark.yaml)."""
 
 
 class GlueUnsupportedError(DeltamarkError):

@@ -148,7 +148,7 @@ def run_job(
     else:
         from framework.glue.script import script_job
 
-        spec = script_job(Path(script), job, args or {})
+        spec = script_job(Path(script), job, args or {}, catalog=settings.catalog)
         bookmark_from = bookmark_from or (args or {}).get("job-bookmark-from")
         bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)

@@ -30,14 +30,18 @@ def test_local_file_and_environment_override(tmp_path, monkeypatch):
 def test_every_problem_is_reported_at_once_naming_the_file(tmp_path):
     (tmp_path / "deltamark.yaml").write_text(
         "delta: sometimes\nstate_rot: x\nspark:\n  masterr: y\n  conf: [1]\n"
-        "state_retention_hours: 1h\n")
+        "state_retention_hours: 1h\ncatalog: {sales: {location: x}, sales.orders: "
+        "{location: /data, format: excel, partitions: [day]}}\n")
     with pytest.raises(ConfigError) as error:
         load_settings(conf_dir=tmp_path)
     assert error.value.path == str(tmp_path / "deltamark.yaml")
-    assert len(error.value.problems) == 5
+    assert len(error.value.problems) == 8
     message = str(error.value)
     for fragment in ("delta: 'sometimes'", "'state_rot'", "'spark.masterr'", "spark.conf",
-                     "state_retention_hours: '1h' is not a whole number of hours"):
+                     "state_retention_hours: '1h' is not a whole number of hours",
+                     "catalog.sales: name a table as database.table",
+                     "unknown key 'catalog.sales.orders.partitions'",
+                     "catalog.sales.orders.format: 'excel' is not one of delta, json"):
         assert fragment in message
     assert "\n" not in message
 

@@ -174,8 +174,8 @@ def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
     result = CliRunner().invoke(app, ["--state-root", str(paths["state"]), "run", "--script",
                                       str(script), "--arg", "JOB_NAME=catalog"])
     assert result.exit_code == 1
-    assert "from_catalog(sales.orders): not supported by deltamark's Glue layer; there is " \
-        "no Glue Data Catalog here" in result.output
+    assert "create_dynamic_frame.from_catalog(sales.orders): no such table under catalog: " \
+        "in conf/deltamark.yaml (tables there: none)" in result.output
 
 
 @pytest.mark.spark
@@ -309,6 +309,7 @@ applymapping1 = ApplyMapping.apply(frame=datasource0, mappings=[
 filtered = Filter.apply(frame=applymapping1, f=lambda r: r["amount"] > 10)
 dropnull = DropNullFields.apply(frame=filtered, transformation_ctx="dropnull")
 renamed = RenameField.apply(frame=dropnull, old_name="customer", new_name="customer_name")
+print("Writing to", args['target'], "...")
 glueContext.write_dynamic_frame.from_options(
     frame=renamed, connection_type="s3", connection_options={"path": args['target']},
     format="parquet", transformation_ctx="datasink4")
@@ -333,7 +334,7 @@ def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path):
             "--arg", "JOB_NAME=console", "--arg", f"source={source}",
             "--arg", f"target={target}", "--arg", "job-bookmark-option=job-bookmark-enable"])
         assert result.exit_code == 0, result.output
-        return json.loads(result.stdout)
+        return json.loads(result.stdout)  # the report alone: the script's print is on stderr
 
     def rows():
         df = spark.read.parquet(str(target))
@@ -401,3 +402,67 @@ def test_transforms_on_nested_fields_and_empty_frames(spark):
     assert Map.apply(empty, lambda r: r).count() == 0
     assert empty.drop_null_fields().count() == 0
     assert Union.apply(empty, other).toDF().columns == ["key", "label"]
+
+
+MEDICARE_COLUMNS = ["drg definition", "provider id", "provider name", "provider street address",
+                    "provider city", "provider state", "provider zip code",
+                    "hospital referral region description", "total discharges",
+                    "average covered charges", "average total payments",
+                    "average medicare payments"]
+
+
+@pytest.mark.spark
+def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(spark, tmp_path):
+    """aws-glue-samples' data_cleaning_and_lambda.py, as published but for its output
+    location: from_catalog reads the table conf's catalog declares, as Glue's crawler
+    would have named its columns (CMS's Medicare data, as in the sample)."""
+    import csv
+
+    import yaml
+
+    medicare, output = tmp_path / "medicare", tmp_path / "medicare_parquet"
+    medicare.mkdir()
+    with open(medicare / "Medicare_Hospital_Provider.csv", "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(MEDICARE_COLUMNS)
+        writer.writerow(["039 - EXTRACRANIAL PROCEDURES W/O CC/MCC", "10001",
+                         "SOUTHEAST ALABAMA MEDICAL CENTER", "1108 ROSS CLARK CIRCLE", "DOTHAN",
+                         "AL", "36301", "AL - Dothan", "91", "$32963.07", "$5777.24",
+                         "$4763.73"])
+        writer.writerow(["039 - EXTRACRANIAL PROCEDURES W/O CC/MCC", "10005",
+                         "MARSHALL MEDICAL CENTER SOUTH", "2505 U S HIGHWAY 431 NORTH", "BOAZ",
+                         "AL", "35957", "AL - Birmingham", "14", "$15131.85", "$5787.57",
+                         "$4976.71"])
+        writer.writerow(["039 - EXTRACRANIAL PROCEDURES W/O CC/MCC", "not a number",
+                         "A PROVIDER WITH A BAD ID", "", "", "AL", "0", "", "1", "$1.00",
+                         "$1.00", "$1.00"])
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"),
+        "catalog": {"payments.medicare": {"location": str(medicare), "format": "csv",
+                                          "options": {"withHeader": True}}}}))
+    published = Path(__file__).with_name("glue_scripts") / "data_cleaning_and_lambda.py"
+    script = tmp_path / published.name
+    script.write_text(published.read_text().replace(
+        "s3://glue-sample-target/output-dir/medicare_parquet", str(output)))
+    result = CliRunner().invoke(app, ["--conf-dir", str(conf), "run", "--script", str(script),
+                                      "--arg", "JOB_NAME=medicare"])
+    assert result.exit_code == 0, result.output
+    rows = spark.read.parquet(str(output))
+    assert rows.schema.simpleString() == (
+        "struct<drg:string,provider:struct<id:bigint,name:string,city:string,state:string,"
+        "zip:bigint>,rr:string,charges:struct<covered:double,total_pay:double,"
+        "medicare_pay:double>>")
+    assert sorted((r.provider.id, r.provider.zip, r.charges.covered, r.charges.medicare_pay)
+                  for r in rows.collect()) == [(10001, 36301, 32963.07, 4763.73),
+                                               (10005, 35957, 15131.85, 4976.71)]
+
+    missing = tmp_path / "missing.py"
+    missing.write_text(published.read_text().replace('tbl_name = "medicare"',
+                                                     'tbl_name = "medicaid"'))
+    result = CliRunner().invoke(app, ["--conf-dir", str(conf), "run", "--script",
+                                      str(missing), "--arg", "JOB_NAME=medicaid"])
+    assert result.exit_code == 1
+    assert ("create_dynamic_frame.from_catalog(payments.medicaid): no such table under "
+            "catalog: in conf/deltamark.yaml (tables there: payments.medicare)") in result.output

@@ -1,5 +1,6 @@
 """deltamark run JOB ..."""
 
+import contextlib
 import json
 import logging
 import os
@@ -73,7 +74,9 @@ def run(
         properties = dict(key_value(p, "--run-property") for p in run_property or [])
         previous = signal.signal(signal.SIGTERM, _stop_run)
         try:
-            with run_progress(terminal=sys.stderr.isatty() and not as_json):
+            # with --json, stdout is the report alone: what the job prints goes to stderr
+            with run_progress(terminal=sys.stderr.isatty() and not as_json), \
+                    contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
                 report = run_job(settings, job, bookmark=bookmark, bookmark_from=bookmark_from,
                                  bookmark_to=bookmark_to, args=args, dry_run=dry_run,
                                  force=force, script=script,

@@ -13,12 +13,13 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from framework.errors import GlueUnsupportedError
+from framework.errors import GlueCatalogError, GlueUnsupportedError
 from framework.glue.dynamicframe import DynamicFrame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from framework.config import CatalogTable
     from framework.glue.script import GlueRun
 
 __all__ = ["GlueContext", "active_run", "current_run"]
@@ -53,7 +54,8 @@ def active_run() -> GlueRun:
 
 class GlueContext:
     """Glue's context: ``spark_session``, ``create_dynamic_frame``, ``create_data_frame``,
-    ``write_dynamic_frame``. Made inside a script run by ``deltamark run --script``."""
+    ``write_dynamic_frame`` (and their method forms, ``create_dynamic_frame_from_options``
+    ...). Made inside a script run by ``deltamark run --script``."""
 
     def __init__(self, spark_context: Any = None, **_: Any):
         self._run = active_run()
@@ -62,6 +64,13 @@ class GlueContext:
         self.create_dynamic_frame = _Reader(self, dynamic=True)
         self.create_data_frame = _Reader(self, dynamic=False)
         self.write_dynamic_frame = _Writer(self)
+        # the method forms of the same calls (create_dynamic_frame_from_options, ...)
+        self.create_dynamic_frame_from_options = self.create_dynamic_frame.from_options
+        self.create_dynamic_frame_from_catalog = self.create_dynamic_frame.from_catalog
+        self.create_data_frame_from_options = self.create_data_frame.from_options
+        self.create_data_frame_from_catalog = self.create_data_frame.from_catalog
+        self.write_dynamic_frame_from_options = self.write_dynamic_frame.from_options
+        self.write_dynamic_frame_from_catalog = self.write_dynamic_frame.from_catalog
 
     def get_logger(self) -> Any:
         return self._ctx.log
@@ -107,10 +116,24 @@ class _Reader:
                                        "s3 (any path Spark reads), delta, or a JDBC database")
         return DynamicFrame(df, self._glue, transformation_ctx) if self._dynamic else df
 
-    def from_catalog(self, database: str = "", table_name: str = "", **_: Any) -> Any:
-        raise GlueUnsupportedError(
-            f"from_catalog({database}.{table_name})", "there is no Glue Data Catalog here; "
-            "use from_options with the table's path (s3 or delta) or its database connection")
+    def from_catalog(self, database: str = "", table_name: str = "",
+                     transformation_ctx: str = "", push_down_predicate: str = "",
+                     additional_options: Mapping[str, Any] | None = None, **_: Any
+                     ) -> DynamicFrame | DataFrame:
+        """Read a table of the local catalog (``catalog:`` in conf/deltamark.yaml) as
+        ``from_options`` reads its location; ``additional_options`` as its
+        connection_options."""
+        if push_down_predicate:
+            raise GlueUnsupportedError(
+                f"from_catalog({database}.{table_name}, push_down_predicate=...)",
+                "filter the frame after reading it (a bookmark counts every file read)")
+        table = _catalog_table(self._glue, database, table_name, "create_dynamic_frame")
+        if table.format == "delta":
+            return self.from_options("delta", {"path": table.location, **(
+                additional_options or {})}, transformation_ctx=transformation_ctx)
+        return self.from_options("s3", {"paths": [table.location], **(additional_options or {})},
+                                 format=table.format, format_options=table.options,
+                                 transformation_ctx=transformation_ctx)
 
 
 _SINK_FORMATS = ("delta", "parquet", "glueparquet")
@@ -142,11 +165,28 @@ class _Writer:
         write(frame.toDF(), options["path"], partition_by=options.get("partitionKeys") or ())
         return frame
 
-    def from_catalog(self, frame: Any = None, database: str = "", table_name: str = "",
-                     **_: Any) -> Any:
-        raise GlueUnsupportedError(f"write_dynamic_frame.from_catalog({database}.{table_name})",
-                                   "use from_options with the table's path and format='delta' "
-                                   "or 'parquet'")
+    def from_catalog(self, frame: DynamicFrame, database: str = "", table_name: str = "",
+                     transformation_ctx: str = "",
+                     additional_options: Mapping[str, Any] | None = None, **_: Any
+                     ) -> DynamicFrame:
+        """Write ``frame`` to a table of the local catalog, as ``from_options`` writes its
+        location (a Delta or Parquet table)."""
+        table = _catalog_table(self._glue, database, table_name, "write_dynamic_frame")
+        return self.from_options(frame, "s3", {"path": table.location, **(
+            additional_options or {})}, format=table.format)
+
+
+def _catalog_table(glue: GlueContext, database: str, table_name: str, call: str
+                   ) -> CatalogTable:
+    name = f"{database}.{table_name}"
+    table = glue._run.catalog.get(name)
+    if table is None:
+        known = ", ".join(sorted(glue._run.catalog)) or "none"
+        raise GlueCatalogError(
+            f"{call}.from_catalog({name}): no such table under catalog: in "
+            f"conf/deltamark.yaml (tables there: {known}); declare it with its location "
+            "and format.")
+    return table
 
 
 def _paths(value: Any) -> Sequence[str]:

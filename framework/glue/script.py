@@ -16,10 +16,11 @@ import contextlib
 import runpy
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from framework.config import CatalogTable
 from framework.errors import JobError
 from framework.glue.context import current_run
 from framework.glue.environment import glue_environment
@@ -36,14 +37,18 @@ BOOKMARK_ARGS = ("job-bookmark-option", "continuation-option", "job-bookmark-fro
 
 @dataclass
 class GlueRun:
-    """The run a Glue script is in, and whether it called ``job.commit()``."""
+    """The run a Glue script is in, the catalog its ``from_catalog`` reads, and whether it
+    called ``job.commit()``."""
 
     ctx: JobContext
+    catalog: Mapping[str, CatalogTable] = field(default_factory=dict)
     committed: bool = False
 
 
-def script_job(script: Path, name: str, args: Mapping[str, str]) -> JobSpec:
-    """A job spec that runs ``script``; its bookmark mode comes from Glue's arguments.
+def script_job(script: Path, name: str, args: Mapping[str, str], *,
+               catalog: Mapping[str, CatalogTable] | None = None) -> JobSpec:
+    """A job spec that runs ``script``; its bookmark mode comes from Glue's arguments, and
+    ``catalog`` holds the tables it reads and writes with ``from_catalog``.
 
     Raises:
         JobError: no such file.
@@ -51,7 +56,8 @@ def script_job(script: Path, name: str, args: Mapping[str, str]) -> JobSpec:
     """
     if not script.is_file():
         raise JobError(name, f"--script {script}: no such file; check the path.")
-    job_class = type(f"GlueScript[{script.name}]", (_GlueScript,), {"script": script})
+    job_class = type(f"GlueScript[{script.name}]", (_GlueScript,),
+                     {"script": script, "catalog": dict(catalog or {})})
     mode = args.get("job-bookmark-option") or args.get("continuation-option") or (
         "job-bookmark-disable")
     return JobSpec(name=name, source=script, job_class=job_class,
@@ -61,6 +67,7 @@ def script_job(script: Path, name: str, args: Mapping[str, str]) -> JobSpec:
 
 class _GlueScript(IncrementalJob):
     script: ClassVar[Path]
+    catalog: ClassVar[Mapping[str, CatalogTable]]
 
     def run(self, ctx: JobContext) -> None:
         params = {k: v for k, v in ctx.params.items() if k not in BOOKMARK_ARGS}
@@ -72,7 +79,7 @@ class _GlueScript(IncrementalJob):
                     "job-bookmark-to": ctx.bookmark.to_run}
         argv = [str(self.script)] + [word for name, value in {**params, **bookmark}.items()
                                      if value is not None for word in (f"--{name}", value)]
-        run = GlueRun(ctx)
+        run = GlueRun(ctx, self.catalog)
         with current_run(run), _argv(argv), glue_environment(ctx.spark.sparkContext):
             runpy.run_path(str(self.script), run_name="__main__")
         if not run.committed:
