@@ -552,8 +552,24 @@ class JobContext:
             JobError: as ``write_delta``.
             DataQualityError: the checks failed (nothing was written).
         """
+        return self.write_files(df, target, format="parquet", partition_by=partition_by,
+                                checks=checks)
+
+    def write_files(self, df: DataFrame, target: str, *, format: str,
+                    options: Mapping[str, str] | None = None,
+                    partition_by: Sequence[str] = (), checks: str | None = None
+                    ) -> WriteResult:
+        """Append ``df`` to the directory ``target`` as files of ``format`` (parquet,
+        json, csv, orc, avro, xml, text; Spark's writer ``options``), exactly once per
+        run, as ``write_parquet`` does.
+
+        Raises:
+            JobError: as ``write_delta``.
+            DataQualityError: the checks failed (nothing was written).
+        """
         write = functools.partial(self._write, target=target, mode="append",
-                                  partition_by=partition_by, format="parquet")
+                                  partition_by=partition_by, file_format=format,
+                                  file_options=options)
         return self._checked_write(df, target, "append", checks, write)
 
     def _checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
@@ -576,9 +592,12 @@ class JobContext:
     def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
                merge_schema: bool = False, merge_on: Sequence[str] = (),
-               format: Literal["delta", "parquet"] = "delta") -> WriteResult:
+               file_format: str | None = None,
+               file_options: Mapping[str, str] | None = None) -> WriteResult:
+        """Write to a Delta table, or with ``file_format`` to a directory of files."""
         key = self._output_key(target)
-        kind = dict(parquet.OUTPUT_TAG) if format == "parquet" else {}
+        kind = {} if file_format is None else {**parquet.OUTPUT_TAG, **(
+            {"file_format": file_format} if file_format != "parquet" else {})}
         # an append or merge of no rows changes nothing; an empty overwrite does
         read_nothing = bool(self._reads) and all(r.nothing for r in self._reads.values())
         adds_rows_only = mode != "overwrite" and not replace_where
@@ -587,7 +606,7 @@ class JobContext:
             if not self.dry_run:
                 self.log.info("%s: no rows to write: no commit", target)
             self._outputs[key] = {"target": target, "written": False, **kind}
-            current = None if format == "parquet" else self._engine.version(target)
+            current = None if file_format else self._engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
         check_target_write(target, self.job_name, self.run_seq, self.run_id)
         self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
@@ -598,11 +617,12 @@ class JobContext:
             crash_point("staged")
 
         try:  # the data is written while the plan is recorded; it commits only after
-            if format == "parquet":
+            if file_format:
                 commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
                                        run_seq=self.run_seq, attempt=self._run.attempt,
                                        partition_by=partition_by, record=self._record(),
-                                       before_commit=staged)
+                                       before_commit=staged, file_format=file_format,
+                                       options=file_options)
                 result = WriteResult(version=self.run_seq, skipped=commit.replayed)
                 written = {"files": len(commit.files), "rows": commit.rows}
             else:
@@ -616,7 +636,7 @@ class JobContext:
             planned()  # also after a skipped or failed write: the record is done before we go on
         self.log.info("%s %s (%s)", "found run already in" if result.skipped else "wrote",
                       target, f"{written['files']} files, {written['rows']} rows"
-                      if format == "parquet" else f"version {result.version}")
+                      if file_format else f"version {result.version}")
         self._outputs[key] = {"target": target, "written": True, **kind, **written,
                               "replayed": result.skipped}
         if self._hooks:

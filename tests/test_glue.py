@@ -292,7 +292,7 @@ from pyspark.context import SparkContext
 from awsglue.context import GlueContext
 from awsglue.job import Job
 
-args = getResolvedOptions(sys.argv, ['JOB_NAME', 'source', 'target'])
+args = getResolvedOptions(sys.argv, ['JOB_NAME', 'source', 'target', 'format'])
 sc = SparkContext()
 glueContext = GlueContext(sc)
 spark = glueContext.spark_session
@@ -312,13 +312,14 @@ renamed = RenameField.apply(frame=dropnull, old_name="customer", new_name="custo
 print("Writing to", args['target'], "...")
 glueContext.write_dynamic_frame.from_options(
     frame=renamed, connection_type="s3", connection_options={"path": args['target']},
-    format="parquet", transformation_ctx="datasink4")
+    format=args['format'], transformation_ctx="datasink4")
 job.commit()
 '''
 
 
 @pytest.mark.spark
-def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path):
+@pytest.mark.parametrize("sink", ["parquet", "json", "csv"])
+def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path, sink):
     script, source, target = tmp_path / "job.py", tmp_path / "in", tmp_path / "out"
     script.write_text(CONSOLE_SCRIPT)
     source.mkdir()
@@ -332,13 +333,16 @@ def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path):
         result = CliRunner().invoke(app, [
             "--state-root", str(tmp_path / "state"), "run", "--script", str(script), "--json",
             "--arg", "JOB_NAME=console", "--arg", f"source={source}",
-            "--arg", f"target={target}", "--arg", "job-bookmark-option=job-bookmark-enable"])
+            "--arg", f"target={target}", "--arg", f"format={sink}",
+            "--arg", "job-bookmark-option=job-bookmark-enable"])
         assert result.exit_code == 0, result.output
         return json.loads(result.stdout)  # the report alone: the script's print is on stderr
 
     def rows():
-        df = spark.read.parquet(str(target))
-        assert df.columns == ["order_id", "customer_name", "amount"]  # note: null everywhere
+        schema = "order_id BIGINT, customer_name STRING, amount DOUBLE"
+        df = spark.read.format(sink).options(header="true").schema(schema).load(str(target))
+        if sink == "parquet":  # note, null everywhere, is gone
+            assert spark.read.parquet(str(target)).columns == df.columns
         return sorted(tuple(r) for r in df.collect())
 
     land("a.json", (1, 5), (2, 50), (3, "x"))
@@ -411,16 +415,15 @@ MEDICARE_COLUMNS = ["drg definition", "provider id", "provider name", "provider 
                     "average medicare payments"]
 
 
-@pytest.mark.spark
-def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(spark, tmp_path):
-    """aws-glue-samples' data_cleaning_and_lambda.py, as published but for its output
-    location: from_catalog reads the table conf's catalog declares, as Glue's crawler
-    would have named its columns (CMS's Medicare data, as in the sample)."""
+@pytest.fixture
+def medicare_catalog(tmp_path):
+    """CMS's Medicare data (as in AWS's samples) in a local catalog as payments.medicare, its
+    columns named as Glue's crawler names them; returns the conf directory."""
     import csv
 
     import yaml
 
-    medicare, output = tmp_path / "medicare", tmp_path / "medicare_parquet"
+    medicare = tmp_path / "medicare"
     medicare.mkdir()
     with open(medicare / "Medicare_Hospital_Provider.csv", "w", newline="") as out:
         writer = csv.writer(out)
@@ -442,12 +445,29 @@ def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(spark, tm
         "state_root": str(tmp_path / "state"),
         "catalog": {"payments.medicare": {"location": str(medicare), "format": "csv",
                                           "options": {"withHeader": True}}}}))
-    published = Path(__file__).with_name("glue_scripts") / "data_cleaning_and_lambda.py"
-    script = tmp_path / published.name
-    script.write_text(published.read_text().replace(
-        "s3://glue-sample-target/output-dir/medicare_parquet", str(output)))
-    result = CliRunner().invoke(app, ["--conf-dir", str(conf), "run", "--script", str(script),
-                                      "--arg", "JOB_NAME=medicare"])
+    return conf
+
+
+def run_published(conf, tmp_path, name, replace):
+    """Run the published script ``name``, its data locations replaced (``replace``)."""
+    text = (Path(__file__).with_name("glue_scripts") / name).read_text()
+    for old, new in replace.items():
+        assert old in text
+        text = text.replace(old, new)
+    script = tmp_path / name
+    script.write_text(text)
+    return CliRunner().invoke(app, ["--conf-dir", str(conf), "run", "--script", str(script),
+                                    "--arg", f"JOB_NAME={script.stem}"])
+
+
+@pytest.mark.spark
+def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(
+        spark, tmp_path, medicare_catalog):
+    """aws-glue-samples' data_cleaning_and_lambda.py, as published but for its output
+    location: from_catalog reads the table conf's catalog declares."""
+    output = tmp_path / "medicare_parquet"
+    result = run_published(medicare_catalog, tmp_path, "data_cleaning_and_lambda.py", {
+        "s3://glue-sample-target/output-dir/medicare_parquet": str(output)})
     assert result.exit_code == 0, result.output
     rows = spark.read.parquet(str(output))
     assert rows.schema.simpleString() == (
@@ -458,11 +478,29 @@ def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(spark, tm
                   for r in rows.collect()) == [(10001, 36301, 32963.07, 4763.73),
                                                (10005, 35957, 15131.85, 4976.71)]
 
-    missing = tmp_path / "missing.py"
-    missing.write_text(published.read_text().replace('tbl_name = "medicare"',
-                                                     'tbl_name = "medicaid"'))
-    result = CliRunner().invoke(app, ["--conf-dir", str(conf), "run", "--script",
-                                      str(missing), "--arg", "JOB_NAME=medicaid"])
+    result = run_published(medicare_catalog, tmp_path, "data_cleaning_and_lambda.py",
+                           {'tbl_name = "medicare"': 'tbl_name = "medicaid"'})
     assert result.exit_code == 1
     assert ("create_dynamic_frame.from_catalog(payments.medicaid): no such table under "
             "catalog: in conf/deltamark.yaml (tables there: payments.medicare)") in result.output
+
+
+@pytest.mark.spark
+def test_aws_glue_samples_resolve_choice_script_writes_json(spark, tmp_path, medicare_catalog):
+    """aws-glue-samples' resolve_choice.py: five JSON sinks of resolveChoice's actions and a
+    Spark SQL query, as published but for its output locations."""
+    out = tmp_path / "out"
+    result = run_published(medicare_catalog, tmp_path, "resolve_choice.py", {
+        "s3://glue-sample-target/output-dir/": f"{out}/"})
+    assert result.exit_code == 0, result.output
+
+    def ids(name):
+        return sorted((r["provider id"] is None, r["provider id"])
+                      for r in spark.read.json(str(out / name)).collect())
+
+    assert ids("medicare_json_cast") == [(False, 10001), (False, 10005), (True, None)]
+    assert ids("medicare_json_project") == ids("medicare_json_cast")
+    assert ids("medicare_json_make_cols") == [(False, "10001"), (False, "10005"),
+                                              (False, "not a number")]
+    assert ids("medicare_json_make_struct") == ids("medicare_json_make_cols")
+    assert ids("medicare_json_sql") == [(False, "10001")]  # total discharges > 30

@@ -136,7 +136,12 @@ class _Reader:
                                  transformation_ctx=transformation_ctx)
 
 
-_SINK_FORMATS = ("delta", "parquet", "glueparquet")
+#: Glue's sink formats -> deltamark's file formats (delta is a Delta table)
+_SINK_FORMATS = {"parquet": "parquet", "glueparquet": "parquet", "json": "json", "csv": "csv",
+                 "orc": "orc", "avro": "avro", "xml": "xml"}
+#: Glue's write format_options -> Spark writer options
+_WRITE_OPTIONS = {"writeHeader": "header", "separator": "sep", "quoteChar": "quote",
+                  "escaper": "escape", "rowTag": "rowTag", "compression": "compression"}
 
 
 class _Writer:
@@ -145,24 +150,30 @@ class _Writer:
 
     def from_options(self, frame: DynamicFrame, connection_type: str = "s3",
                      connection_options: Mapping[str, Any] | None = None,
-                     format: str | None = None, transformation_ctx: str = "",
-                     **_: Any) -> DynamicFrame:
+                     format: str | None = None, format_options: Mapping[str, Any] | None = None,
+                     transformation_ctx: str = "", **_: Any) -> DynamicFrame:
         """Write ``frame`` to ``connection_options["path"]`` once in this run: a Delta
-        table (``format`` delta, the default) or a Parquet directory (``parquet``,
-        ``glueparquet``); ``partitionKeys`` partition the files (a new Delta table)."""
+        table (``format`` delta, the default) or a directory of files (``parquet``,
+        ``glueparquet``, ``json``, ``csv``, ``orc``, ``avro``, ``xml``, with Glue's
+        ``format_options``); ``partitionKeys`` partition the files (a new Delta table)."""
         options = dict(connection_options or {})
         kind = (format or "delta").lower()
-        if connection_type not in ("s3", "delta") or kind not in _SINK_FORMATS:
+        if connection_type not in ("s3", "delta") or (kind != "delta"
+                                                       and kind not in _SINK_FORMATS):
             raise GlueUnsupportedError(
                 f"write_dynamic_frame.from_options(connection_type={connection_type!r}, "
-                f"format={format!r})", "format='delta' or 'parquet': deltamark writes exactly "
-                "once to Delta tables and Parquet directories")
+                f"format={format!r})", "format delta, or files: "
+                f"{', '.join(_SINK_FORMATS)}; deltamark writes them exactly once")
         if not options.get("path"):
             raise GlueUnsupportedError("write_dynamic_frame.from_options without a path",
                                        "give connection_options={'path': ...}")
-        write = (self._glue._ctx.write_delta if kind == "delta"
-                 else self._glue._ctx.write_parquet)
-        write(frame.toDF(), options["path"], partition_by=options.get("partitionKeys") or ())
+        ctx, partition_by = self._glue._ctx, options.get("partitionKeys") or ()
+        if kind == "delta":
+            ctx.write_delta(frame.toDF(), options["path"], partition_by=partition_by)
+        else:
+            ctx.write_files(frame.toDF(), options["path"], format=_SINK_FORMATS[kind],
+                            options=_write_options(kind, format_options or {}),
+                            partition_by=partition_by)
         return frame
 
     def from_catalog(self, frame: DynamicFrame, database: str = "", table_name: str = "",
@@ -187,6 +198,17 @@ def _catalog_table(glue: GlueContext, database: str, table_name: str, call: str
             f"conf/deltamark.yaml (tables there: {known}); declare it with its location "
             "and format.")
     return table
+
+
+def _write_options(kind: str, glue_options: Mapping[str, Any]) -> dict[str, str]:
+    """Spark writer options for Glue's ``format_options`` (Glue's CSV has a header unless
+    ``writeHeader`` is false; Glue-only options such as useGlueParquetWriter go)."""
+    options = {"header": "true"} if kind == "csv" else {}
+    for name, value in glue_options.items():
+        if name in _WRITE_OPTIONS:
+            options[_WRITE_OPTIONS[name]] = str(value).lower() if isinstance(value, bool) \
+                else str(value)
+    return options
 
 
 def _paths(value: Any) -> Sequence[str]:

@@ -1,6 +1,7 @@
-"""Plain Parquet targets, written exactly once per run.
+"""Plain Parquet targets (and the other file formats Glue scripts write: JSON, CSV, ORC,
+Avro, XML, text), written exactly once per run.
 
-A Parquet directory has no transaction log, so deltamark keeps one beside the data, in
+A directory of files has no transaction log, so deltamark keeps one beside the data, in
 ``_deltamark/`` (Spark, Hive and Athena skip names starting with ``_``):
 
 1. Spark writes the run's rows to ``_deltamark/staging/<tag><attempt>/``;
@@ -62,11 +63,12 @@ class ParquetCommit:
 
 def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, attempt: int,
           partition_by: Sequence[str] = (), record: Mapping[str, Any] | None = None,
-          before_commit: Callable[[], object] = lambda: None) -> ParquetCommit:
-    """Write ``df`` to ``target`` as run ``run_seq``'s files; a run that already landed
-    there is not written again (its commit is returned, ``replayed``). ``before_commit``
-    is called once the files are staged, before any is moved into ``target``; ``record``
-    goes into the manifest."""
+          before_commit: Callable[[], object] = lambda: None, file_format: str = "parquet",
+          options: Mapping[str, str] | None = None) -> ParquetCommit:
+    """Write ``df`` to ``target`` as run ``run_seq``'s files (``file_format``, with Spark's
+    writer ``options``); a run that already landed there is not written again (its commit
+    is returned, ``replayed``). ``before_commit`` is called once the files are staged,
+    before any is moved into ``target``; ``record`` goes into the manifest."""
     discard(target, job, run_seq)  # what an earlier attempt left, if it stopped midway
     fs, base, to_uri = filesystem(target)
     if (done := _manifest(fs, base, job, run_seq)) is not None:
@@ -74,9 +76,16 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
     tag = _tag(job, run_seq)
     staging = posixpath.join(base, LOG_DIR, "staging", f"{tag}{attempt}")
     try:
-        df.write.mode("overwrite").partitionBy(*partition_by).parquet(to_uri(staging))
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        counted = Observation("deltamark_rows")
+        df.observe(counted, F.count(F.lit(1)).alias("rows")).write.mode("overwrite") \
+            .partitionBy(*partition_by).format(file_format).options(**(options or {})) \
+            .save(to_uri(staging))
         before_commit()
-        files, rows = _move(fs, staging, base, tag)
+        files = _move(fs, staging, base, tag)
+        rows = counted.get["rows"]
         commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows,
                                record=dict(record or {}), committed_at=datetime.now(UTC))
         _write_manifest(fs, base, commit)
@@ -193,14 +202,12 @@ def _write_manifest(fs: pafs.FileSystem, base: str, commit: ParquetCommit) -> No
     fs.move(aside, path)
 
 
-def _move(fs: pafs.FileSystem, staging: str, base: str, tag: str) -> tuple[tuple[str, ...], int]:
+def _move(fs: pafs.FileSystem, staging: str, base: str, tag: str) -> tuple[str, ...]:
     """Move the staged data files into the target; files without rows are dropped."""
-    moved, rows = [], 0
+    moved = []
     for staged in _data_files(fs, staging):
         relative = staged[len(staging):].lstrip("/")
-        with fs.open_input_file(staged) as source:
-            count = pq.ParquetFile(source).metadata.num_rows
-        if not count:
+        if not _has_rows(fs, staged):
             continue
         folder, name = posixpath.split(relative)
         destination = posixpath.join(folder, f"{tag}{name}")
@@ -208,17 +215,24 @@ def _move(fs: pafs.FileSystem, staging: str, base: str, tag: str) -> tuple[tuple
         fs.move(staged, posixpath.join(base, destination))
         crash_point("parquet_moved")
         moved.append(destination)
-        rows += count
-    return tuple(sorted(moved)), rows
+    return tuple(sorted(moved))
+
+
+def _has_rows(fs: pafs.FileSystem, path: str) -> bool:
+    if not path.endswith(".parquet"):
+        return fs.get_file_info(path).size > 0
+    with fs.open_input_file(path) as source:
+        return pq.ParquetFile(source).metadata.num_rows > 0
 
 
 def _data_files(fs: pafs.FileSystem, root: str) -> list[str]:
-    """The Parquet files under ``root``, outside hidden names (``_deltamark``, ``.crc``)."""
+    """The data files under ``root``, outside hidden names (``_deltamark``, ``_SUCCESS``,
+    ``.crc``)."""
     found = []
     for info in _listing(fs, root, recursive=True):
         relative = info.path[len(root):].lstrip("/")
         hidden = any(p.startswith(("_", ".")) for p in relative.split("/"))
-        if info.type == pafs.FileType.File and not hidden and relative.endswith(".parquet"):
+        if info.type == pafs.FileType.File and not hidden:
             found.append(info.path)
     return found
 
