@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -96,6 +97,20 @@ def footprint(uri: str) -> tuple[int, int]:
     found = [i for i in fs.get_file_info(pafs.FileSelector(path, recursive=True))
              if i.type == pafs.FileType.File]
     return len(found), sum(i.size for i in found)
+
+
+def delete_older_than(uri: str, seconds: float) -> int:
+    """Delete the files under ``uri`` last modified more than ``seconds`` ago; returns how
+    many."""
+    fs, path, _ = filesystem(uri)
+    cutoff = time.time() - seconds
+    old = [i.path for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True,
+                                                              recursive=True))
+           if i.type == pafs.FileType.File and i.mtime is not None
+           and i.mtime.timestamp() <= cutoff]
+    for found in old:
+        fs.delete_file(found)
+    return len(old)
 
 
 def read_bytes(uri: str) -> bytes | None:

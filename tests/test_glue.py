@@ -388,8 +388,12 @@ def test_transforms_on_nested_fields_and_empty_frames(spark):
     assert sorted(r["id"] for r in Union.apply(frame, frame).toDF().collect()) == [1, 1, 2, 2]
     doubled = Map.apply(frame, lambda r: {"id": r["id"] * 2, "y": r["s"]["y"]}).toDF()
     assert sorted((r.id, r.y) for r in doubled.collect()) == [(2, "a"), (4, "b")]
-    failing = Map.apply(frame, lambda r: {"id": 1 // (r["id"] - 1)}).toDF()
-    assert [r.id for r in failing.collect()] == [1]  # the record that raised is left out
+    failing = Map.apply(frame, lambda r: {"id": 1 // (r["id"] - 1)})
+    assert [r.id for r in failing.toDF().collect()] == [1]  # the record that raised: left out
+    assert failing.errorsCount() == 1 and frame.errorsCount() == 0
+    raising = frame.filter(lambda r: 1 // (r["id"] - 1) >= 0)
+    assert raising.count() == 1 and raising.errorsCount() == 1
+    assert Join.apply(other, failing, "key", "id").errorsCount() == 1
     assert frame.filter(lambda r: r["missing"] > 0).count() == 0  # KeyError: left out
     assert ResolveChoice.apply(frame, choice="make_cols").toDF().columns == ["id", "s"]
     collection = frame.relationalize("root")
@@ -504,3 +508,65 @@ def test_aws_glue_samples_resolve_choice_script_writes_json(spark, tmp_path, med
                                               (False, "not a number")]
     assert ids("medicare_json_make_struct") == ids("medicare_json_make_cols")
     assert ids("medicare_json_sql") == [(False, "10001")]  # total discharges > 30
+
+
+STUDIO_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_change_schema_s3.py"
+
+
+@pytest.mark.spark
+def test_a_studio_generated_script_writes_through_get_sink(spark, tmp_path):
+    script, source, target = tmp_path / "studio.py", tmp_path / "in", tmp_path / "out"
+    script.write_text(STUDIO_SCRIPT.read_text())
+    source.mkdir()
+
+    def run(path=script, **extra):
+        result = CliRunner().invoke(app, [
+            "--state-root", str(tmp_path / "state"), "run", "--script", str(path),
+            "--arg", f"JOB_NAME={path.stem}", "--arg", f"source={source}",
+            "--arg", f"target={target}", "--arg", "job-bookmark-option=job-bookmark-enable",
+            *[word for k, v in extra.items() for word in ("--arg", f"{k}={v}")]])
+        return result
+
+    for batch in (1, 2):
+        (source / f"{batch}.json").write_text(json.dumps({"id": str(batch), "amount": "2.5"}))
+        assert run().exit_code == 0
+    assert sorted(tuple(r) for r in spark.read.parquet(str(target)).collect()) == [
+        (1, 2.5), (2, 2.5)]
+
+    purge = tmp_path / "purge.py"
+    purge.write_text("import sys\nfrom awsglue.context import GlueContext\n"
+                     "from awsglue.utils import getResolvedOptions\n"
+                     "args = getResolvedOptions(sys.argv, ['JOB_NAME', 'target'])\n"
+                     "GlueContext().purge_s3_path(args['target'], {'retentionPeriod': 0})\n")
+    assert run(purge).exit_code == 0
+    assert not [p for p in target.rglob("*") if p.is_file()]
+    from framework.delta import delta_engine
+
+    delta_engine(spark, "embedded").write(spark.range(1), str(target / "delta"))
+    refused = run(purge, target=str(target / "delta"))
+    assert refused.exit_code == 1 and "on a Delta table: not supported" in refused.output
+
+
+def test_the_readme_lists_every_awsglue_call_as_the_code_provides_it():
+    import inspect
+    import re
+
+    from framework.glue import DynamicFrame, transforms
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme[readme.index("### The awsglue API"):]
+    table = table[:table.index("\n\n", table.index("| awsglue |"))]
+    rows = [line for line in table.splitlines() if line.startswith("| `") or "`" in line]
+
+    def row_of(name):
+        found = [r for r in rows if re.search(rf"`{re.escape(name)}`", r)]
+        assert found, f"{name} is not in the README's awsglue table"
+        return found[0]
+
+    methods = [n for n, _ in inspect.getmembers(DynamicFrame, inspect.isfunction)
+               if not n.startswith("_")] + ["fromDF"]
+    for name in methods:
+        assert "not supported" not in row_of(name), name
+    for name in transforms.__all__:
+        provided = not issubclass(getattr(transforms, name), transforms.NotProvided)
+        assert ("not supported" not in row_of(name)) == provided, name

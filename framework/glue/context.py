@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from framework import storage
 from framework.errors import GlueCatalogError, GlueUnsupportedError
 from framework.glue.dynamicframe import DynamicFrame
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from framework.config import CatalogTable
     from framework.glue.script import GlueRun
 
-__all__ = ["GlueContext", "active_run", "current_run"]
+__all__ = ["GlueContext", "Sink", "active_run", "current_run"]
 
 _CURRENT: contextvars.ContextVar[GlueRun] = contextvars.ContextVar("deltamark_glue_run")
 
@@ -74,6 +75,52 @@ class GlueContext:
 
     def get_logger(self) -> Any:
         return self._ctx.log
+
+    def getSink(self, connection_type: str = "s3", path: str = "",  # noqa: N802
+                partitionKeys: Sequence[str] = (), transformation_ctx: str = "",  # noqa: N803
+                **_: Any) -> Sink:
+        """Glue Studio's sink: ``setFormat``, ``setCatalogInfo``, ``writeFrame``."""
+        return Sink(self, connection_type, path, partitionKeys)
+
+    def purge_s3_path(self, s3_path: str, options: Mapping[str, Any] | None = None,
+                      transformation_ctx: str = "") -> None:
+        """Delete the files under ``s3_path`` (any path or URI) older than
+        ``options["retentionPeriod"]`` hours (default 168), as Glue does. A Delta table is
+        refused: overwrite it instead. Not part of the run's exactly-once commit."""
+        from framework.delta import log
+
+        if log.is_table(s3_path):
+            raise GlueUnsupportedError(
+                f"purge_s3_path({s3_path!r}) on a Delta table",
+                "write it with mode='overwrite' (ctx.write_delta) to replace its rows")
+        hours = float((options or {}).get("retentionPeriod", 168))
+        removed = storage.delete_older_than(s3_path, hours * 3600)
+        self._ctx.log.info("purge_s3_path(%s): %d files deleted", s3_path, removed)
+
+
+class Sink:
+    """``glueContext.getSink(path=..., connection_type="s3", partitionKeys=[...])``, as Glue
+    Studio's scripts use it. ``setCatalogInfo`` is recorded but updates no catalog."""
+
+    def __init__(self, glue: GlueContext, connection_type: str, path: str,
+                 partition_keys: Sequence[str]):
+        self._glue, self._connection_type = glue, connection_type
+        self._options = {"path": path, "partitionKeys": list(partition_keys)}
+        self._format: str | None = None
+        self._format_options: dict[str, Any] = {}
+        self.catalog_info: dict[str, str] = {}
+
+    def setFormat(self, format: str, **options: Any) -> None:  # noqa: N802
+        self._format, self._format_options = format, options
+
+    def setCatalogInfo(self, catalogDatabase: str, catalogTableName: str,  # noqa: N802, N803
+                       **_: Any) -> None:
+        self.catalog_info = {"database": catalogDatabase, "table": catalogTableName}
+
+    def writeFrame(self, dynamic_frame: DynamicFrame, **_: Any) -> DynamicFrame:  # noqa: N802
+        return self._glue.write_dynamic_frame.from_options(
+            dynamic_frame, self._connection_type, self._options, format=self._format,
+            format_options=self._format_options)
 
 
 class _Reader:

@@ -24,8 +24,11 @@ class DynamicFrame:
     """A Spark DataFrame with Glue's DynamicFrame methods (a schema per frame, not per
     record: Glue's choice types become plain columns; ``resolveChoice`` casts them)."""
 
-    def __init__(self, df: DataFrame, glue_ctx: Any = None, name: str = ""):
+    def __init__(self, df: DataFrame, glue_ctx: Any = None, name: str = "", *,
+                 errors: Sequence[Callable[[], int]] = ()):
         self._df, self.glue_ctx, self.name = df, glue_ctx, name
+        #: counts of the error records that ``map`` and ``filter`` left out upstream
+        self._errors = tuple(errors)
 
     @classmethod
     def fromDF(cls, dataframe: DataFrame, glue_ctx: Any, name: str) -> DynamicFrame:  # noqa: N802
@@ -36,6 +39,11 @@ class DynamicFrame:
 
     def count(self) -> int:
         return self._df.count()
+
+    def errorsCount(self) -> int:  # noqa: N802
+        """How many error records (a ``map`` or ``filter`` function raised) were left out
+        on the way to this frame; counted when asked, by running those functions again."""
+        return sum(count() for count in self._errors)
 
     def schema(self) -> Any:
         return self._df.schema
@@ -116,28 +124,34 @@ class DynamicFrame:
                 "rename them on one side first (rename_field)")
         condition = [left[_column(a)] == right[_column(b)] for a, b in zip(keys1, keys2,
                                                                            strict=True)]
-        return self._with(left.join(right, condition, "inner"))
+        return self._with(left.join(right, condition, "inner"), *frame2._errors)
 
     def filter(self, f: Callable[[Mapping[str, Any]], bool], transformation_ctx: str = "",
                **_: Any) -> DynamicFrame:
         """The records for which ``f(record)`` is true (``record`` reads like a dict). A
         record for which ``f`` raises KeyError, ValueError or TypeError is left out, as
-        in Glue."""
-        def keep(row: Any) -> bool:
+        in Glue; one for which it raises anything else is an error record
+        (``errorsCount``)."""
+        def verdict(row: Any) -> bool | None:
             try:
                 return bool(f(row.asDict(recursive=True)))
             except (KeyError, ValueError, TypeError):
                 return False
+            except Exception:  # noqa: BLE001 - Glue's error records
+                return None
 
-        kept = self._df.rdd.filter(keep)
-        return self._with(self._df.sparkSession.createDataFrame(kept, self._df.schema))
+        source = self._df
+        kept = source.rdd.filter(lambda row: verdict(row) is True)
+        return self._with(source.sparkSession.createDataFrame(kept, source.schema),
+                          lambda: source.rdd.filter(lambda row: verdict(row) is None).count())
 
     def map(self, f: Callable[[dict[str, Any]], Mapping[str, Any]],
             transformation_ctx: str = "", **_: Any) -> DynamicFrame:
         """Each record as ``f(record)`` returns it (a dict; the fields it has make the
-        new schema). A record for which ``f`` raises is left out, as Glue leaves out
-        error records."""
+        new schema). A record for which ``f`` raises is an error record, left out
+        (``errorsCount``), as in Glue."""
         from pyspark.sql import Row
+        from pyspark.sql.types import StructType
 
         def mapped(row: Any) -> list[Row]:
             try:
@@ -145,17 +159,18 @@ class DynamicFrame:
             except Exception:  # noqa: BLE001 - Glue's error records
                 return []
 
-        from pyspark.sql.types import StructType
-
-        rows = self._df.rdd.flatMap(mapped)
+        source = self._df
+        rows = source.rdd.flatMap(mapped)
+        errors = (lambda: source.count() - rows.count(),)
         if rows.isEmpty():
-            return self._with(self._df.sparkSession.createDataFrame([], StructType([])))
-        return self._with(self._df.sparkSession.createDataFrame(rows, samplingRatio=1.0))
+            return self._with(source.sparkSession.createDataFrame([], StructType([])), *errors)
+        return self._with(source.sparkSession.createDataFrame(rows, samplingRatio=1.0), *errors)
 
     def union(self, other_frame: DynamicFrame, transformation_ctx: str = "",
               **_: Any) -> DynamicFrame:
         """The records of both frames; a field one frame lacks is null in its records."""
-        return self._with(self._df.unionByName(other_frame.toDF(), allowMissingColumns=True))
+        return self._with(self._df.unionByName(other_frame.toDF(), allowMissingColumns=True),
+                          *other_frame._errors)
 
     def drop_null_fields(self, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
         """Without the top-level fields that are null in every record."""
@@ -215,8 +230,8 @@ class DynamicFrame:
             {name: DynamicFrame(df, self.glue_ctx, name) for name, df in tables.items()},
             self.glue_ctx)
 
-    def _with(self, df: DataFrame) -> DynamicFrame:
-        return DynamicFrame(df, self.glue_ctx, self.name)
+    def _with(self, df: DataFrame, *errors: Callable[[], int]) -> DynamicFrame:
+        return DynamicFrame(df, self.glue_ctx, self.name, errors=self._errors + errors)
 
 
 class DynamicFrameCollection:

@@ -43,7 +43,11 @@ class _UnknownAwsGlueModule(importlib.abc.MetaPathFinder):
     """An awsglue module deltamark does not serve: the one-line error, not ImportError."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
-        if fullname.split(".", 1)[0] in ("awsglue", "awsglueml"):
+        top = fullname.split(".", 1)[0]
+        if top == "awsgluedq":
+            raise GlueUnsupportedError(f"import {fullname}", "declare the rules as deltamark "
+                                       "checks (checks: in a job's conf; see the README)")
+        if top in ("awsglue", "awsglueml"):
             served = ", ".join(sorted(AWSGLUE_MODULES))
             raise GlueUnsupportedError(f"import {fullname}", f"the modules served are {served}")
 
