@@ -356,20 +356,27 @@ def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path, 
 
 
 @pytest.mark.spark
-def test_transforms_on_nested_fields_and_empty_frames(spark):
+def test_transforms_on_nested_fields_and_empty_frames(spark, tmp_path):
     from pyspark.sql.types import StructType
 
     from framework.glue import DynamicFrame
     from framework.glue.transforms import (
         ApplyMapping,
         DropFields,
+        ErrorsAsDynamicFrame,
+        FlatMap,
         Join,
         Map,
+        MapToCollection,
         RenameField,
         ResolveChoice,
         SelectFromCollection,
         Spigot,
+        SplitFields,
+        SplitRows,
+        Unbox,
         Union,
+        UnnestFrame,
     )
 
     frame = DynamicFrame.fromDF(spark.createDataFrame(
@@ -398,8 +405,32 @@ def test_transforms_on_nested_fields_and_empty_frames(spark):
     assert ResolveChoice.apply(frame, choice="make_cols").toDF().columns == ["id", "s"]
     collection = frame.relationalize("root")
     assert SelectFromCollection.apply(collection, "root").count() == 2
-    with pytest.raises(GlueUnsupportedError, match=r"^Spigot.apply: not supported"):
-        Spigot.apply(frame=frame, path="/tmp/x")
+    with pytest.raises(GlueUnsupportedError, match=r"^ErrorsAsDynamicFrame.apply: not supp"):
+        ErrorsAsDynamicFrame.apply(frame=frame)
+    flat = UnnestFrame.apply(frame).toDF()
+    assert flat.columns == ["id", "s.x", "s.y"] and flat.orderBy("id").first()["s.x"] == 2
+    parts = SplitFields.apply(frame, ["s.y"], "ys", "rest")
+    assert parts["ys"].toDF().schema.simpleString() == "struct<s:struct<y:string>>"
+    assert parts["rest"].toDF().schema.simpleString() == "struct<id:bigint,s:struct<x:int>>"
+    rows = SplitRows.apply(frame, {"s.x": {">": 2}, "id": {"<=": 5}}, "big", "small")
+    assert [r.id for r in rows["big"].toDF().collect()] == [2]
+    assert [r.id for r in rows["small"].toDF().collect()] == [1]
+    boxed = DynamicFrame.fromDF(spark.createDataFrame(
+        [(1, '{"a": 1, "b": ["x"]}'), (2, None)], "id BIGINT, doc STRING"), None, "b")
+    unboxed = Unbox.apply(boxed, "doc", "json").toDF()
+    assert unboxed.schema["doc"].dataType.simpleString() == "struct<a:bigint,b:array<string>>"
+    assert [r.doc.a if r.doc else None for r in unboxed.orderBy("id").collect()] == [1, None]
+    stage = DynamicFrame.fromDF(spark.createDataFrame([(2, (30, "new"))], frame.toDF().schema),
+                                None, "stage")
+    merged = frame.mergeDynamicFrame(stage, ["id"]).toDF()
+    assert sorted((r.id, r.s.y) for r in merged.collect()) == [(1, "a"), (2, "new")]
+    sample = tmp_path / "spigot"
+    assert Spigot.apply(frame, str(sample), {"topk": 1}) is frame
+    assert spark.read.json(str(sample)).count() == 1
+    per_frame = MapToCollection.apply(parts, lambda f, name: f.repartition(1))
+    assert per_frame.keys() == ["ys", "rest"]
+    flat_mapped = FlatMap.apply(parts, SplitRows, comparison_dict={"id": {">": 1}})
+    assert flat_mapped.keys() == ["ys_frame1", "ys_frame2", "rest_frame1", "rest_frame2"]
 
     # A run with nothing new hands a script a frame with no fields: every transform takes it.
     empty = DynamicFrame.fromDF(spark.createDataFrame([], StructType([])), None, "e")

@@ -3,7 +3,7 @@ DataFrames, with the methods Glue scripts commonly use."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
@@ -56,9 +56,12 @@ class DynamicFrame:
 
     def select_fields(self, paths: Sequence[str], transformation_ctx: str = "",
                       **_: Any) -> DynamicFrame:
-        """The fields at ``paths``; absent ones are left out (as in Glue, where an empty
-        read has no fields at all)."""
-        return self._with(self._df.select(*[_column(p) for p in paths if _exists(self._df, p)]))
+        """The fields at ``paths`` (``a.b`` keeps ``b`` in struct ``a``); absent ones are
+        left out (as in Glue, where an empty read has no fields at all)."""
+        from pyspark.sql import functions as F
+
+        return self._with(self._df.select(*_structs(_tree(
+            (p, F.col(_column(p))) for p in paths if _exists(self._df, p)))))
 
     def drop_fields(self, paths: Sequence[str], transformation_ctx: str = "",
                     **_: Any) -> DynamicFrame:
@@ -89,7 +92,7 @@ class DynamicFrame:
         Mappings whose source field is absent are left out, as in Glue."""
         from pyspark.sql import functions as F
 
-        tree: dict[str, Any] = {}
+        placed = []
         for mapping in mappings:
             if len(mapping) != 4:
                 raise GlueUnsupportedError(
@@ -98,13 +101,9 @@ class DynamicFrame:
             source, _source_type, target, target_type = mapping
             if not _exists(self._df, source):
                 continue
-            value = F.col(_column(source)).try_cast(_spark_type(target_type, "apply_mapping"))
-            node = tree
-            *parents, leaf = _parts(target)
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[leaf] = value
-        return self._with(self._df.select(*_structs(tree)))
+            placed.append((target, F.col(_column(source)).try_cast(
+                _spark_type(target_type, "apply_mapping"))))
+        return self._with(self._df.select(*_structs(_tree(placed))))
 
     def join(self, paths1: str | Sequence[str], paths2: str | Sequence[str],
              frame2: DynamicFrame, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
@@ -181,6 +180,98 @@ class DynamicFrame:
         counts = self._df.select(*[F.count(_column(c)).alias(c)
                                    for c in self._df.columns]).first()
         return self._with(self._df.drop(*[c for c in self._df.columns if not counts[c]]))
+
+    def unnest(self, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """Every field of a struct as a top-level field named by its path (``a.b``);
+        arrays stay as they are."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType
+
+        def leaves(kind: StructType, path: list[str]) -> list[Column]:
+            found = []
+            for field in kind.fields:
+                inner = [*path, field.name]
+                if isinstance(field.dataType, StructType) and field.dataType.fields:
+                    found += leaves(field.dataType, inner)
+                else:
+                    found.append(F.col(".".join(f"`{p}`" for p in inner)).alias(".".join(inner)))
+            return found
+
+        return self._with(self._df.select(*leaves(self._df.schema, [])))
+
+    def split_fields(self, paths: Sequence[str], name1: str, name2: str,
+                     transformation_ctx: str = "", **_: Any) -> DynamicFrameCollection:
+        """``name1``: the fields at ``paths``; ``name2``: the others."""
+        chosen = [p for p in paths if _exists(self._df, p)]
+        rest = self.drop_fields(chosen)
+        return DynamicFrameCollection({name1: self.select_fields(chosen), name2: rest},
+                                      self.glue_ctx)
+
+    def split_rows(self, comparison_dict: Mapping[str, Mapping[str, Any]], name1: str,
+                   name2: str, transformation_ctx: str = "", **_: Any
+                   ) -> DynamicFrameCollection:
+        """``name1``: the records meeting every comparison (``{"age": {">": 10}}``; the
+        operators <, >, =, !=, <=, >=); ``name2``: the others."""
+        from pyspark.sql import functions as F
+
+        operators = {"<": "__lt__", ">": "__gt__", "=": "__eq__", "!=": "__ne__",
+                     "<=": "__le__", ">=": "__ge__"}
+        condition = F.lit(True)
+        for path, comparisons in comparison_dict.items():
+            for operator, value in comparisons.items():
+                if operator not in operators:
+                    raise GlueUnsupportedError(
+                        f"split_rows({path!r}: {operator!r})",
+                        f"use one of {', '.join(operators)}")
+                if _exists(self._df, path):
+                    column = F.col(_column(path))
+                    condition = condition & getattr(column, operators[operator])(value)
+                else:
+                    condition = F.lit(False)
+        matched = F.coalesce(condition, F.lit(False))
+        return DynamicFrameCollection({name1: self._with(self._df.filter(matched)),
+                                       name2: self._with(self._df.filter(~matched))},
+                                      self.glue_ctx)
+
+    def unbox(self, path: str, format: str, transformation_ctx: str = "", **_: Any
+              ) -> DynamicFrame:
+        """The JSON text in the field at ``path`` as the struct (or array) it holds; its
+        schema is read from the values, as Glue reads it."""
+        from pyspark.sql import functions as F
+
+        if format.lower() != "json":
+            raise GlueUnsupportedError(f"unbox({path!r}, format={format!r})",
+                                       "unbox JSON, or parse the text with Spark on toDF()")
+        if not _exists(self._df, path):
+            return self
+        texts = self._df.select(F.col(_column(path))).where(F.col(_column(path)).isNotNull())
+        schema = self._df.sparkSession.read.json(texts.rdd.map(lambda row: row[0])).schema
+        if not schema.fields:
+            return self
+        return self._with(_with_field(self._df, path, F.from_json(F.col(_column(path)),
+                                                                  schema)))
+
+    def spigot(self, path: str, options: Mapping[str, Any] | None = None,
+               transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """Write a sample of the records to ``path`` as JSON, to look at (the first
+        ``topk``, default 100, or each with probability ``prob``); returns this frame.
+        The sample is not part of the run's exactly-once commit."""
+        options = dict(options or {})
+        sample = (self._df.sample(fraction=float(options["prob"])) if "prob" in options
+                  else self._df.limit(int(options.get("topk", 100))))
+        sample.write.mode("overwrite").json(path)
+        return self
+
+    def mergeDynamicFrame(self, stage_dynamic_frame: DynamicFrame,  # noqa: N802
+                          primary_keys: Sequence[str], transformation_ctx: str = "",
+                          **_: Any) -> DynamicFrame:
+        """This frame's records, those with the keys of a ``stage_dynamic_frame`` record
+        replaced by the staging frame's (duplicates are kept, as in Glue)."""
+        stage = stage_dynamic_frame.toDF()
+        keys = list(primary_keys)
+        kept = self._df.join(stage.select(*keys).distinct(), keys, "left_anti")
+        return self._with(kept.unionByName(stage, allowMissingColumns=True),
+                          *stage_dynamic_frame._errors)
 
     def repartition(self, num_partitions: int, transformation_ctx: str = "",
                     **_: Any) -> DynamicFrame:
@@ -320,6 +411,22 @@ def _with_field(df: DataFrame, path: str, value: Column) -> DataFrame:
     for name in reversed(rest):
         nested = F.struct(nested.alias(name))
     return df.withColumn(top, nested)
+
+
+def _tree(placed: Iterable[tuple[str, Column]]) -> dict[str, Any]:
+    """Columns placed at paths as a tree of names (a branch is a struct to build); a path
+    inside one placed whole is already there."""
+    tree: dict[str, Any] = {}
+    for path, value in placed:
+        node = tree
+        *parents, leaf = _parts(path)
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                break
+        else:
+            node[leaf] = value
+    return tree
 
 
 def _structs(tree: Mapping[str, Any]) -> list[Column]:

@@ -141,6 +141,83 @@ class Relationalize(_Transform):
         return frame.relationalize(name, staging_path)
 
 
+class UnnestFrame(_Transform):
+    """``UnnestFrame.apply(frame=)``: struct fields as top-level ``a.b`` fields."""
+
+    @classmethod
+    def apply(cls, frame: DynamicFrame, transformation_ctx: str = "", **_: Any
+              ) -> DynamicFrame:
+        return frame.unnest()
+
+
+class SplitFields(_Transform):
+    """``SplitFields.apply(frame=, paths=[...], name1=, name2=)``."""
+
+    @classmethod
+    def apply(cls, frame: DynamicFrame, paths: Sequence[str], name1: str | None = None,
+              name2: str | None = None, transformation_ctx: str = "", **_: Any
+              ) -> DynamicFrameCollection:
+        return frame.split_fields(paths, name1 or f"{frame.name}_1",
+                                  name2 or f"{frame.name}_2")
+
+
+class SplitRows(_Transform):
+    """``SplitRows.apply(frame=, comparison_dict={...}, name1=, name2=)``."""
+
+    @classmethod
+    def apply(cls, frame: DynamicFrame, comparison_dict: Mapping[str, Mapping[str, Any]],
+              name1: str = "frame1", name2: str = "frame2", transformation_ctx: str = "",
+              **_: Any) -> DynamicFrameCollection:
+        return frame.split_rows(comparison_dict, name1, name2)
+
+
+class Unbox(_Transform):
+    """``Unbox.apply(frame=, path=, format="json")``."""
+
+    @classmethod
+    def apply(cls, frame: DynamicFrame, path: str, format: str, transformation_ctx: str = "",
+              **_: Any) -> DynamicFrame:
+        return frame.unbox(path, format)
+
+
+class Spigot(_Transform):
+    """``Spigot.apply(frame=, path=, options={"topk": 100})``: a sample written aside."""
+
+    @classmethod
+    def apply(cls, frame: DynamicFrame, path: str, options: Mapping[str, Any] | None = None,
+              transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        return frame.spigot(path, options)
+
+
+class MapToCollection(_Transform):
+    """``MapToCollection.apply(dfc=, callable=f)``: ``f(frame, name)`` on each frame."""
+
+    @classmethod
+    def apply(cls, dfc: DynamicFrameCollection,
+              callable: Callable[[DynamicFrame, str], DynamicFrame],  # noqa: A002 - Glue's
+              transformation_ctx: str = "", **_: Any) -> DynamicFrameCollection:
+        return DynamicFrameCollection({name: callable(dfc[name], name) for name in dfc},
+                                      dfc.glue_ctx)
+
+
+class FlatMap(_Transform):
+    """``FlatMap.apply(dfc=, BaseTransform=T, frame_name="frame", **args)``: ``T.apply``
+    on each frame, the frames it returns gathered."""
+
+    @classmethod
+    def apply(cls, dfc: DynamicFrameCollection, BaseTransform: Any,  # noqa: N803
+              frame_name: str = "frame", transformation_ctx: str = "", **base_kwargs: Any
+              ) -> DynamicFrameCollection:
+        frames: dict[str, DynamicFrame] = {}
+        for name in dfc:
+            result = BaseTransform.apply(**{frame_name: dfc[name]}, **base_kwargs)
+            if isinstance(result, DynamicFrameCollection):
+                frames.update({f"{name}_{key}": result[key] for key in result})
+            else:
+                frames[name] = result
+        return DynamicFrameCollection(frames, dfc.glue_ctx)
+
+
 class NotProvided(_Transform):
     """A Glue transform deltamark does not provide: using it fails naming it and
     ``alternative``."""
@@ -153,33 +230,8 @@ class NotProvided(_Transform):
         raise GlueUnsupportedError(f"{cls.__name__}.apply", cls.alternative)
 
 
-class Spigot(NotProvided):
-    """Glue's Spigot (not provided)."""
-
-
-class SplitFields(NotProvided):
-    """Glue's SplitFields (not provided)."""
-
-
-class SplitRows(NotProvided):
-    """Glue's SplitRows (not provided)."""
-
-
-class Unbox(NotProvided):
-    """Glue's Unbox (not provided)."""
-
-
-class UnnestFrame(NotProvided):
-    """Glue's UnnestFrame (not provided)."""
-
-
-class FlatMap(NotProvided):
-    """Glue's FlatMap (not provided)."""
-
-
-class MapToCollection(NotProvided):
-    """Glue's MapToCollection (not provided)."""
-
-
 class ErrorsAsDynamicFrame(NotProvided):
-    """Glue's ErrorsAsDynamicFrame (not provided)."""
+    """Glue's ErrorsAsDynamicFrame (not provided: error records are counted, not kept)."""
+
+    alternative = ("error records are counted (frame.errorsCount()), not kept; catch the "
+                   "errors in the function given to map or filter to keep them")
