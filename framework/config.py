@@ -156,9 +156,10 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
         problems.append("state_root: must be a non-empty path or URI")
 
     retention = raw.get("state_retention_hours", STATE_RETENTION_HOURS)
-    if isinstance(retention, bool) or not isinstance(retention, int) or retention < 0:
+    if isinstance(retention, bool) or not isinstance(retention, int) or retention < 1:
         problems.append(f"state_retention_hours: '{retention}' is not a whole number of "
-                        "hours, 0 or more")
+                        "hours, 1 or more (reads and commits of other runs in flight need "
+                        "the files that long)")
 
     spark_raw = raw.get("spark") or {}
     spark = SparkSettings()

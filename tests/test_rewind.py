@@ -9,11 +9,12 @@ import signal
 import pytest
 from typer.testing import CliRunner
 
-from framework import admin, load_settings
+from framework import admin
 from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
 from framework.faults import CRASH_ENV
+from state_tables.store import StateStore
 
 
 @pytest.fixture
@@ -80,20 +81,18 @@ def test_reset_makes_the_next_run_read_everything(ws, three_runs):
 
 def test_every_run_stays_reachable_once_the_state_is_tidied(ws):
     """Rewinds resolve the appended bookmark rows, so the state tables' log entries and old
-    files can go: with a retention of 0 hours, every tidy deletes them."""
-    conf = ws.conf / "deltamark.yaml"
-    conf.write_text(conf.read_text() + "state_retention_hours: 0\n")
-    ws.settings = load_settings(conf_dir=ws.conf)
+    files can go (a retention of 0 hours: each tidy deletes them)."""
     ws.declare(lineage="source_file")
     ids = []
     for _ in range(12):
         ws.land(rows=1)
         ids.append(ws.run().run_id)
-    log_dir = ws.root / "state" / "bookmarks" / "_delta_log"
-    assert not (log_dir / f"{0:020}.json").exists()  # tidied away by the runs themselves
     result = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "state", "vacuum"])
     assert result.exit_code == 0, result.output
     assert re.search(r"^runs: \d+ files, [\d.]+ MB -> \d+ files", result.output, re.M)
+    assert "less than 1 hour(s) (state_retention_hours) stay" in result.output
+    StateStore(ws.root / "state", retention_hours=0).tidy()
+    log_dir = ws.root / "state" / "bookmarks" / "_delta_log"
     assert len(list(log_dir.glob("*.json"))) == 1  # the checkpoint's own commit
     admin.rewind(ws.settings, "copy", to_run=ids[0])
     report = ws.run()

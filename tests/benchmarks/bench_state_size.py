@@ -2,9 +2,10 @@
 does (a start row; the plan, its processed file and a running row; the final row: five
 commits), beside the same root after 100 runs.
 
-The store's retention is 0 hours here: it stands for a history whose runs are older than
-the retention (1 hour by default), which a benchmark cannot wait for. Within the
-retention, files stay as a concurrent reader or writer may need them.
+The store's retention is 0 hours here (conf takes 1 at least; 0 is safe with one writing
+process): it stands for a history whose runs are older than the retention, which a
+benchmark cannot wait for. Within the retention, files stay, as the reads and commits of
+concurrent runs need them.
 
 Targets: after 10,000 runs, fewer than 1,000 files and under 30 MB; a run's state read and
 commit no slower than after 100 runs (ratio of medians <= 1.2), each sample read as a new
