@@ -235,8 +235,8 @@ class DynamicFrame:
 
     def unbox(self, path: str, format: str, transformation_ctx: str = "", **_: Any
               ) -> DynamicFrame:
-        """The JSON text in the field at ``path`` as the struct (or array) it holds; its
-        schema is read from the values, as Glue reads it."""
+        """The JSON objects in the text field at ``path`` as a struct; its schema is read
+        from the values, as Glue reads it."""
         from pyspark.sql import functions as F
 
         if format.lower() != "json":
