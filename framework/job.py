@@ -15,14 +15,13 @@ protocol in ``framework.runner``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -586,8 +585,7 @@ class JobContext:
         self._output_key(target)  # written twice: fail before any check runs
         if checks is None or self.dry_run or not df.columns:
             return write(df)
-        with _cached(df) as rows:
-            return write(self._gate(rows, target, self._checks[checks]))
+        return write(self._gate(df, target, self._checks[checks]))
 
     def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
@@ -658,15 +656,19 @@ class JobContext:
         return key
 
     def _gate(self, df: DataFrame, target: str, ruleset: RuleSet) -> DataFrame:
-        """Evaluate ``ruleset`` on ``df`` (cached), record the results and apply the policy:
-        the rows to write to ``target`` (after writing a quarantine), or raise."""
+        """Evaluate ``ruleset`` on ``df``, record the results and apply the policy: the rows
+        to write to ``target`` (after writing a quarantine), or raise.
+
+        ``df`` is not cached: the gate reads it once (``gate.measure``) and the write reads
+        it again, as a source's plan pins what it reads (files, versions, key ranges)."""
         from framework.quality import gate
 
-        rows = df.count()
+        measured = gate.measure(df, ruleset.rules)
+        rows = measured.rows
         if rows == 0:  # an increment with nothing new: nothing to check
             self.log.info("checks %s: no rows to check for %s", ruleset.name, target)
             return df
-        outcomes = gate.evaluate(df, ruleset)
+        outcomes = gate.evaluate(df, ruleset, measured)
         action = gate.action(ruleset, outcomes)
         self._store.record_dq_results([DqResult(
             job=self.job_name, run_id=self.run_id, run_seq=self.run_seq,
@@ -691,15 +693,14 @@ class JobContext:
         from pyspark.sql import functions as F
 
         # only the failed rules: GX found no row breaking the others
-        marked = gate.mark(df, [o.rule for o in outcomes if o.outcome == "failed"])
-        broken = F.size(gate.BROKEN_RULES_COLUMN)
-        quarantined = marked.where(broken > 0).select(
+        passing, broken = gate.split(df, [o.rule for o in outcomes if o.outcome == "failed"])
+        quarantined = broken.select(
             "*", F.lit(self.job_name).alias("_dq_job"), F.lit(self.run_id).alias("_dq_run_id"),
             F.lit(target).alias("_dq_target"))
         self._write(quarantined, target=ruleset.quarantine, mode="append", merge_schema=True)
         self.log.warning("checks %s: %s to %s", ruleset.name, "; ".join(summaries),
                          ruleset.quarantine)
-        return marked.where(broken == 0).drop(gate.BROKEN_RULES_COLUMN)
+        return passing
 
     # --- workflows --------------------------------------------------------------------
 
@@ -774,31 +775,6 @@ class JobContext:
 
 def _target_key(target: str) -> str:
     return os.path.abspath(target) if "://" not in target else target
-
-
-@contextlib.contextmanager
-def _cached(df: DataFrame) -> Iterator[DataFrame]:
-    """``df`` cached while the block runs (a data-quality gate reads it several times),
-    unless it already was.
-
-    The cache is not compressed: it lives for one write, and compressing 5 million rows
-    took longer (3.0 s) than caching them plain (1.7 s). Spark reads the setting when
-    ``persist`` is called, so it is set around that call only.
-    """
-    if df.is_cached:
-        yield df
-        return
-    conf, key = df.sparkSession.conf, "spark.sql.inMemoryColumnarStorage.compressed"
-    compressed = conf.get(key, "true")
-    conf.set(key, "false")
-    try:
-        cached = df.persist()
-    finally:
-        conf.set(key, compressed)
-    try:
-        yield cached
-    finally:
-        cached.unpersist()
 
 
 def _pinned_plan(pinned: PinnedRead) -> FilePlan:

@@ -105,6 +105,55 @@ def test_rows_marked_for_quarantine_match_the_counts_great_expectations_reports(
     assert sorted(values.sample) == [-5.0, 20000.0]
 
 
+HOSTILE_ROWS = [  # NULLs, NaN, infinities, empty and non-ASCII strings, repeated keys
+    (1, "a@x.com", 10.0, "new", "DE"), (1, "a@x.com", float("nan"), "new", "ÄÖ"),
+    (None, None, None, None, None), (None, "", -0.0, "", ""),
+    (2, "b @x", float("inf"), "paid", "🇵🇹"), (3, "c@x.com", 10000.0, None, "FR"),
+    (3, None, -1.0, "paid", None), (None, None, None, "new", "PT"),
+    (4, "d@x.com", 0.0, "shipped", "DEU")]
+HOSTILE_RULES = [
+    {"IsComplete": "id"}, {"IsComplete": "email"}, {"IsUnique": "id"}, {"IsUnique": "status"},
+    {"IsPrimaryKey": "id"}, {"IsPrimaryKey": ["id", "status"]},
+    {"IsPrimaryKey": ["email", "country"]},
+    {"Completeness": {"column": "email", "at_least": 0.5}},
+    {"Uniqueness": {"column": "status", "at_least": 0.5}},
+    {"ColumnValues": {"column": "amount", "between": [0, 10000]}},
+    {"ColumnValues": {"column": "amount", "at_most": 10}},
+    {"ColumnValues": {"column": "id", "at_least": 2}},
+    {"ColumnValues": {"column": "status", "in": ["new", "paid", ""]}},
+    {"ColumnValues": {"column": "email", "matches": r"^[^@ ]+@[^@ ]+$"}},
+    {"ColumnValues": {"column": "country", "between": [1, 2]}},  # a string column: GX's own
+    {"ColumnLength": {"column": "country", "between": [2, 2]}},
+    {"ColumnLength": {"column": "email", "at_least": 1}},
+    {"RowCount": {"at_least": 1}}, {"IsComplete": "missing"}, {"IsUnique": "missing"},
+]
+
+
+def test_one_pass_counts_are_the_ones_great_expectations_measures(spark, monkeypatch):
+    """The gate's one pass answers GX's metrics; GX alone gives the same results."""
+    from framework.quality import gate
+
+    df = spark.createDataFrame(
+        HOSTILE_ROWS, "id BIGINT, email STRING, amount DOUBLE, status STRING, country STRING")
+    sets, problems = parse_checks({"h": {"rules": HOSTILE_RULES}})
+    assert problems == []
+    measured = gate.measure(df, sets["h"].rules)
+    assert measured.rows == len(HOSTILE_ROWS)
+    answered = []
+    answer = gate.Measured.answer
+    monkeypatch.setattr(gate.Measured, "answer", lambda self, *a: (
+        found := answer(self, *a), found[0] and answered.append(a[0]))[0])
+    with_pass = gate.evaluate(df, sets["h"], measured)
+    assert len(answered) >= 20 and "column_values.unique.unexpected_count" in answered
+    assert "compound_columns.unique.unexpected_count" in answered
+    by_gx_alone = gate.evaluate(df, sets["h"], gate.Measured(rows=measured.rows))
+    assert repr(with_pass) == repr(by_gx_alone)  # repr: NaN samples compare unequal
+    assert [o.outcome for o in with_pass].count("failed") >= 10  # the data breaks most rules
+    outcomes = {o.rule.text: o.outcome for o in with_pass}
+    assert outcomes['ColumnValues "country" between 1 and 2'] == "error"
+    assert [o.outcome for o in with_pass][-2:] == ["error", "error"]
+
+
 def test_schema_match_checks_decimal_precision_and_scale(spark):
     from decimal import Decimal
 

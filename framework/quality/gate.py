@@ -1,9 +1,9 @@
 """Evaluate a rule set with great-expectations on a Spark DataFrame; split rows for quarantine.
 
 great-expectations takes seconds to import, so it is imported here, on first use, and only
-by jobs that have rules. Rules are evaluated in one GX validation that asks only for
-counts (GX then bundles the aggregate metrics into few Spark jobs); a second, smaller one
-collects sample values for the expectations that failed.
+by jobs that have rules. Rules are evaluated in one GX validation, given the counts that
+``measure`` took in one pass over the rows; GX reads the rows again only for what that pass
+does not answer, such as sample values of the expectations that failed.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from framework.quality.measure import Measured, measure
 from framework.quality.rules import Rule, RuleSet
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
-__all__ = ["BROKEN_RULES_COLUMN", "RuleOutcome", "action", "build_expectation", "evaluate",
-           "import_great_expectations", "mark"]
+__all__ = ["BROKEN_RULES_COLUMN", "Measured", "RuleOutcome", "action", "build_expectation",
+           "evaluate", "import_great_expectations", "mark", "measure", "split"]
 
 Outcome = Literal["passed", "failed", "error"]
 Action = Literal["written", "warned", "quarantined", "rejected"]
@@ -74,20 +75,18 @@ def build_expectation(name: str, kwargs: Mapping[str, Any], *, meta: Mapping[str
     return cls(**kwargs, meta=dict(meta or {}))
 
 
-def evaluate(df: DataFrame, ruleset: RuleSet) -> list[RuleOutcome]:
-    """Evaluate every rule of ``ruleset`` on ``df`` (cache ``df`` first: GX reads it a few
-    times). A rule that cannot be evaluated (a missing column, bad SQL) has outcome error."""
+def evaluate(df: DataFrame, ruleset: RuleSet, measured: Measured | None = None
+             ) -> list[RuleOutcome]:
+    """Evaluate every rule of ``ruleset`` on ``df``, given what ``measure`` found there
+    (measured here when not given). A rule that cannot be evaluated (a missing column, bad
+    SQL) has outcome error."""
     # Rules may share an expectation (IsPrimaryKey and IsUnique); GX runs each once.
     unique = list(dict.fromkeys(_key(e) for rule in ruleset.rules for e in rule.expectations))
-    found = _validate(df, unique, partial=0)
-    failed = [key for key, r in found.items()
-              if not r.success and (r.result or {}).get("unexpected_count")]
-    samples = _validate(df, failed, partial=SAMPLE_SIZE) if failed else {}
+    found = _validate(df, unique, measured or measure(df, ruleset.rules))
     actual_types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     outcomes = []
     for rule in ruleset.rules:
-        outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations],
-                           [samples[_key(e)] for e in rule.expectations if _key(e) in samples])
+        outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations])
         wrong = {column: actual_types[column] for column, declared in rule.exact_types
                  if actual_types.get(column, declared) != declared}
         if wrong and outcome.outcome == "passed":
@@ -96,14 +95,15 @@ def evaluate(df: DataFrame, ruleset: RuleSet) -> list[RuleOutcome]:
     return outcomes
 
 
-def _outcome(rule: Rule, results: Sequence[Any], samples: Sequence[Any]) -> RuleOutcome:
+def _outcome(rule: Rule, results: Sequence[Any]) -> RuleOutcome:
     def values(name: str) -> list[Any]:
         return [r.result[name] for r in results if (r.result or {}).get(name) is not None]
 
     errors = [e for e in map(_error, results) if e]
     counts, percents, observed = (values("unexpected_count"), values("unexpected_percent"),
                                   values("observed_value"))
-    sample = [v for r in samples for v in r.result.get("partial_unexpected_list") or ()]
+    sample = [v for r in results if not r.success and (r.result or {}).get("unexpected_count")
+              for v in r.result.get("partial_unexpected_list") or ()]
     return RuleOutcome(
         rule=rule,
         outcome="error" if errors else "passed" if all(r.success for r in results)
@@ -134,27 +134,72 @@ def mark(df: DataFrame, rules: Sequence[Rule]) -> DataFrame:
     (empty for rows that pass them all)."""
     from pyspark.sql import functions as F
 
-    broken = [F.when(~F.coalesce(r.passes(), F.lit(False)), F.lit(r.text))
-              for r in rules if r.row_level]
     return df.withColumn(BROKEN_RULES_COLUMN,
-                         F.filter(F.array(*broken), lambda text: text.isNotNull()))
+                         F.coalesce(_broken_rules(rules), F.array().cast("array<string>")))
 
 
-def _validate(df: DataFrame, expectations: Sequence[tuple[str, str]], *, partial: int
+def split(df: DataFrame, rules: Sequence[Rule]) -> tuple[DataFrame, DataFrame]:
+    """The rows of ``df`` that pass every row-level rule of ``rules``, and the others with
+    ``_dq_broken_rules`` (as ``mark``). Only the rows that break a rule build that list."""
+    from pyspark.sql import functions as F
+
+    marked = df.withColumn(BROKEN_RULES_COLUMN, _broken_rules(rules))
+    broken = F.col(BROKEN_RULES_COLUMN).isNotNull()
+    return marked.where(~broken).drop(BROKEN_RULES_COLUMN), marked.where(broken)
+
+
+def _broken_rules(rules: Sequence[Rule]) -> Column:
+    """The texts of the row-level ``rules`` a row breaks; NULL when it breaks none."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    tests = {r.text: F.coalesce(r.passes(), F.lit(False)) for r in rules if r.row_level}
+    every = reduce(lambda a, b: a & b, tests.values())
+    return F.when(~every, F.filter(F.array(*(F.when(~test, F.lit(text))
+                                             for text, test in tests.items())),
+                                   lambda text: text.isNotNull()))
+
+
+def _validate(df: DataFrame, expectations: Sequence[tuple[str, str]], measured: Measured
               ) -> dict[tuple[str, str], Any]:
-    """Run ``expectations`` (keys from ``_key``) in one GX validation: results by key."""
+    """Run ``expectations`` (keys from ``_key``) in one GX validation, GX taking the metrics
+    ``measured`` answers from it: results by key."""
     gx = import_great_expectations()
     context = gx.get_context(mode="ephemeral", project_config=_project_config())
-    batch = (context.data_sources.add_spark("deltamark", persist=False)
-             .add_dataframe_asset("rows").add_batch_definition_whole_dataframe("all"))
+    source = context.data_sources.add_spark("deltamark", persist=False)
+    _answer_from(source.get_execution_engine(), measured)
+    batch = source.add_dataframe_asset("rows").add_batch_definition_whole_dataframe("all")
     suite = gx.ExpectationSuite(name="checks")
     for i, (name, kwargs) in enumerate(expectations):
         suite.add_expectation(build_expectation(name, json.loads(kwargs), meta={"at": i}))
     validation = gx.ValidationDefinition(name="checks", data=batch,
                                          suite=context.suites.add(suite))
     result = validation.run(batch_parameters={"dataframe": df}, result_format={
-        "result_format": "BASIC", "partial_unexpected_count": partial})
+        "result_format": "BASIC", "partial_unexpected_count": SAMPLE_SIZE})
     return {expectations[r.expectation_config.meta["at"]]: r for r in result.results}
+
+
+def _answer_from(engine: Any, measured: Measured) -> None:
+    """Make GX's execution ``engine`` (this validation's own) take the metrics ``measured``
+    answers from it, and compute only the others."""
+    compute = engine.resolve_metrics
+
+    def resolve_metrics(metrics_to_resolve: Any, metrics: Any = None,
+                        runtime_configuration: Any = None) -> dict[Any, Any]:
+        answered, rest = {}, []
+        for metric in metrics_to_resolve:
+            known, value = measured.answer(metric.metric_name, metric.metric_domain_kwargs,
+                                           metric.metric_value_kwargs or {})
+            if known:
+                answered[metric.id] = value
+            else:
+                rest.append(metric)
+        computed = compute(metrics_to_resolve=rest, metrics=metrics,
+                           runtime_configuration=runtime_configuration) if rest else {}
+        return {**computed, **answered}
+
+    engine.resolve_metrics = resolve_metrics
 
 
 def _key(expectation: tuple[str, Mapping[str, Any]]) -> tuple[str, str]:

@@ -241,12 +241,29 @@ def _bounds(arg: Mapping[str, Any], kind: str, *, numeric: bool = True
     if low is None and high is None:
         raise ValueError(f"{kind}: give between: [low, high], at_least or at_most")
     for value in (low, high):
-        if numeric and value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float))):
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            continue
+        if numeric:
             raise ValueError(f"{kind}: bounds must be numbers, not {value!r}")
+        if not _is_date(value):
+            raise ValueError(f"{kind}: bounds must be numbers or dates (2024-01-31, "
+                             f"2024-01-31T12:00:00), not {value!r}")
     if low is not None and high is not None and not low <= high:
         raise ValueError(f"{kind}: the low bound {low!r} is above the high bound {high!r}")
     return low, high
+
+
+def _is_date(value: Any) -> bool:
+    """A date or a timestamp: YAML's (unquoted) or ISO text, as GX takes them."""
+    from datetime import date, datetime
+
+    if isinstance(value, date):
+        return True
+    try:
+        datetime.fromisoformat(str(value))
+    except ValueError:
+        return False
+    return True
 
 
 def _show(value: Any) -> str:
