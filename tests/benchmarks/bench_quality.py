@@ -6,7 +6,8 @@ file and overwriting its own Delta table:
 
 - plain: ``ctx.write_delta(df, target)``;
 - gated: the same with ``checks=`` a rule set of 10 rules (policy fail) the rows pass:
-  GX evaluates them on the cached rows, then the write;
+  one pass counts what the rules need, GX evaluates them from it, then the write reads
+  the rows again;
 - quarantine: the same rules with policy quarantine on rows of which 1% break two of them:
   GX, then the split into target and quarantine tables.
 
