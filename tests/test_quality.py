@@ -186,7 +186,9 @@ def test_rule_sets_are_validated_all_at_once_naming_each_key(tmp_path):
             "orders": {"policy": "quarantine", "rules": [
                 {"IsComplete": "id"}, {"Completeness": {"column": "id", "at_least": 2}},
                 {"ColumnValues": {"column": "email", "matches": "(["}},
-                {"RowCount": {"between": [10, 1]}}, {"NoSuchKind": "x"}]},
+                {"RowCount": {"between": [10, 1]}}, {"NoSuchKind": "x"},
+                {"ColumnValues": {"column": "country", "between": ["A", "Z"]}},
+                {"ColumnValues": {"column": "day", "between": ["2024-01-01", "2024-12-31"]}}]},
             "other": {"policy": "explode", "rules": []}}}))
     with pytest.raises(ConfigError) as exc:
         load_job(_settings(tmp_path), "bad")
@@ -197,6 +199,9 @@ def test_rule_sets_are_validated_all_at_once_naming_each_key(tmp_path):
     assert any(p.startswith("checks.orders.rules[2]: ColumnValues: matches") for p in problems)
     assert any(p.startswith("checks.orders.rules[3]: RowCount: the low bound") for p in problems)
     assert any(p.startswith("checks.orders.rules[4]: unknown rule 'NoSuchKind'") for p in problems)
+    assert any(p.startswith("checks.orders.rules[5]: ColumnValues: bounds must be numbers or "
+                            "dates") and "'A'" in p for p in problems)
+    assert not any(p.startswith("checks.orders.rules[6]") for p in problems)  # dates are
     assert any(p.startswith("checks.other.policy:") for p in problems)
     assert any(p.startswith("checks.other.rules:") for p in problems)
 
