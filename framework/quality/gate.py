@@ -155,7 +155,7 @@ def _broken_rules(rules: Sequence[Rule]) -> Column:
     from pyspark.sql import functions as F
 
     tests = {r.text: F.coalesce(r.passes(), F.lit(False)) for r in rules if r.row_level}
-    every = reduce(lambda a, b: a & b, tests.values())
+    every = reduce(lambda a, b: a & b, tests.values(), F.lit(True))
     return F.when(~every, F.filter(F.array(*(F.when(~test, F.lit(text))
                                              for text, test in tests.items())),
                                    lambda text: text.isNotNull()))

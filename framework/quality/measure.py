@@ -33,8 +33,7 @@ log = logging.getLogger(__name__)
 #: GX's map metric for each row check of a single column
 _MAP_METRICS = {"between": "column_values.between", "in": "column_values.in_set",
                 "matches": "column_values.match_regex",
-                "length": "column_values.value_length.between",
-                "unique": "column_values.unique"}
+                "length": "column_values.value_length.between"}
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,8 @@ class _Plan:
         if any(m[:3] == (metric, columns, arguments or {}) for m in self.metrics):
             return
         name = distinct or f"__deltamark_test_{len(self.row_columns)}"
-        self.row_columns[name] = _col(distinct) if distinct else test
+        if not distinct:
+            self.row_columns[name] = test
         self.metrics.append((metric, columns, arguments or {}, name, bool(distinct)))
 
     def add(self, rule: Rule) -> None:
@@ -161,10 +161,8 @@ class _Plan:
         from pyspark.sql import functions as F
 
         keys = list(dict.fromkeys(c for key in self.keys for c in key))
-        tests = {name: test for name, test in self.row_columns.items()
-                 if not any(m[3] == name and m[4] for m in self.metrics)}
         frame = df.select(*(_col(c).alias(f"__deltamark_key_{i}") for i, c in enumerate(keys)),
-                          *(test.alias(name) for name, test in tests.items()))
+                          *(test.alias(name) for name, test in self.row_columns.items()))
         for i, key in enumerate(self.keys):  # GX's window: the rows sharing the key's values
             window = Window.partitionBy(*(F.col(f"__deltamark_key_{keys.index(c)}")
                                           for c in key))
