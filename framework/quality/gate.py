@@ -9,19 +9,19 @@ does not answer, such as sample values of the expectations that failed.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from framework.quality.expectations import build_expectation, import_great_expectations
 from framework.quality.measure import Measured, measure
 from framework.quality.rules import Rule, RuleSet
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["BROKEN_RULES_COLUMN", "Measured", "RuleOutcome", "action", "build_expectation",
-           "evaluate", "import_great_expectations", "mark", "measure", "split"]
+__all__ = ["BROKEN_RULES_COLUMN", "Measured", "RuleOutcome", "action", "evaluate", "mark",
+           "measure", "split"]
 
 Outcome = Literal["passed", "failed", "error"]
 Action = Literal["written", "warned", "quarantined", "rejected"]
@@ -59,20 +59,6 @@ class RuleOutcome:
         if self.sample:
             detail.append("e.g. " + ", ".join(repr(v) for v in self.sample[:3]))
         return f"{self.rule.text}" + (f" ({'; '.join(detail)})" if detail else "")
-
-
-def build_expectation(name: str, kwargs: Mapping[str, Any], *, meta: Mapping[str, Any] | None = None
-                      ) -> Any:
-    """The GX expectation ``name`` (a class in ``great_expectations.expectations``).
-
-    Raises:
-        ValueError: no such expectation. GX's own errors for bad arguments.
-    """
-    expectations = import_great_expectations().expectations
-    cls = getattr(expectations, name, None)
-    if not isinstance(cls, type):
-        raise ValueError(f"great-expectations has no expectation {name}")
-    return cls(**kwargs, meta=dict(meta or {}))
 
 
 def evaluate(df: DataFrame, ruleset: RuleSet, measured: Measured | None = None
@@ -227,11 +213,3 @@ def _project_config() -> Any:
     return DataContextConfig(store_backend_defaults=InMemoryStoreBackendDefaults(),
                              analytics_enabled=False,
                              progress_bars=ProgressBarsConfig(globally=False))
-
-
-def import_great_expectations() -> Any:
-    """The great_expectations module, imported on first use (it takes seconds)."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations
-
-    return great_expectations

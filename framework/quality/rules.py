@@ -193,7 +193,7 @@ def _gx_problems(rules: Any) -> list[str]:
     foreign = [r for r in rules if r.kind not in own]
     if not foreign:
         return []
-    from framework.quality.gate import build_expectation
+    from framework.quality.expectations import build_expectation
 
     problems = []
     for rule in foreign:

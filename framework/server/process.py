@@ -481,11 +481,11 @@ def _own_jvm(channel: socket.socket, settings: Settings, *, driver_memory: str |
 def _preload(modules: Sequence[str]) -> None:
     import importlib
 
-    from framework.quality import gate
+    from framework.quality.expectations import import_great_expectations
 
     for module in modules:
         if module == "great_expectations":
-            gate.import_great_expectations()  # with its settings
+            import_great_expectations()  # with its settings
         else:
             importlib.import_module(module)
 
