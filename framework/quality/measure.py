@@ -1,12 +1,12 @@
-"""The counts a rule set's DQDL rules need, measured in one pass over the rows.
+"""The counts a rule set's DQDL rules need, measured in a few narrow passes.
 
 Left to itself, great-expectations runs a Spark job per column (its metrics filter each
 column's NULLs first) and one more per uniqueness rule, so ten rules read the rows about
-ten times. ``measure`` computes those counts in one pass instead: every row-level test
-becomes a column, one window per uniqueness key counts each key's rows, and one
-aggregation sums them all (distinct counts, for Uniqueness, take a second, narrow
-aggregation: after a window they would cost one more shuffle of every row). GX still
-evaluates every expectation: ``answers`` hands it these counts under its own metric names
+ten times. ``measure`` computes those counts in at most three jobs instead: every row-level
+test becomes a column and one aggregation sums them all; distinct counts (Uniqueness) take
+a second aggregation; a window per uniqueness key counts each key's rows, over the key
+columns alone (what crosses its shuffle is the keys, not the tests). GX still evaluates
+every expectation: ``answers`` hands it these counts under its own metric names
 (``Measured.answer``), and GX computes anything else itself (samples of failing rules,
 schemas, CustomSql and GX-named expectations).
 
@@ -80,7 +80,7 @@ class Measured:
 
 
 def measure(df: DataFrame, rules: Sequence[Rule]) -> Measured:
-    """Count ``df``'s rows and what the DQDL ``rules`` need, in one pass. Rules this
+    """Count ``df``'s rows and what the DQDL ``rules`` need, in a few narrow passes. Rules this
     pass cannot measure exactly as GX would (a missing column, a type GX treats apart) are
     left to GX; a pass that Spark refuses (e.g. a regex Java rejects) leaves them all."""
     from pyspark.sql import functions as F
@@ -97,39 +97,48 @@ def measure(df: DataFrame, rules: Sequence[Rule]) -> Measured:
 
 
 class _Plan:
-    """The pass: a few small columns per row (each test's outcome, the uniqueness keys),
-    a window per uniqueness key counting its rows, and one aggregation of them all. Only
-    those small columns cross the window's shuffle."""
+    """Three narrow Spark jobs: one aggregation of every row test (each a column), one of
+    the distinct counts, and a window per uniqueness key over the key columns alone
+    (carrying the tests across that shuffle would move ten times the bytes)."""
 
     def __init__(self, types: Mapping[str, str]) -> None:
         self.types = types
-        self.row_columns: dict[str, Column] = {}
+        self.tests: dict[str, Column] = {}
         self.keys: list[tuple[str, ...]] = []
-        #: (metric, columns, arguments, the row column it counts, whether it is distinct)
-        self.metrics: list[tuple[str, tuple[str, ...], Mapping[str, Any], str, bool]] = []
+        #: (metric, columns, arguments, what counts it: a test, a distinct column or a key)
+        self.metrics: list[tuple[str, tuple[str, ...], Mapping[str, Any], str]] = []
 
-    def _count(self, metric: str, columns: tuple[str, ...], test: Column | None,
-               arguments: Mapping[str, Any] | None = None, *, distinct: str = "") -> None:
-        """Measure ``metric`` as the rows where ``test`` holds (or, with ``distinct``, the
-        distinct values of that column); once per metric, columns and arguments."""
-        if any(m[:3] == (metric, columns, arguments or {}) for m in self.metrics):
+    def _count(self, metric: str, columns: tuple[str, ...], arguments: Mapping[str, Any],
+               *, test: Column | None = None, distinct: str = "",
+               key: tuple[str, ...] = ()) -> None:
+        """Measure ``metric`` as the rows where ``test`` holds, the distinct values of the
+        column ``distinct``, or the rows of ``key``'s window; once per metric, columns
+        and arguments."""
+        if any(m[:3] == (metric, columns, arguments) for m in self.metrics):
             return
-        name = distinct or f"__deltamark_test_{len(self.row_columns)}"
-        if not distinct:
-            self.row_columns[name] = test
-        self.metrics.append((metric, columns, arguments or {}, name, bool(distinct)))
+        if test is not None:
+            source = f"__deltamark_test_{len(self.tests)}"
+            self.tests[source] = test
+        elif key:
+            if key not in self.keys:
+                self.keys.append(key)
+            source = _key_rows(self.keys.index(key))
+        else:
+            source = distinct
+        self.metrics.append((metric, columns, arguments, source))
 
     def add(self, rule: Rule) -> None:
         columns = _columns(rule)
         if not columns or any(c not in self.types for c in columns):
             return  # GX says what is missing
         for column in columns:
-            self._count("column_values.nonnull.unexpected_count", (column,),
-                        _col(column).isNull())
+            self._count("column_values.nonnull.unexpected_count", (column,), {},
+                        test=_col(column).isNull())
         if rule.kind == "Completeness":
-            self._count("column.non_null_count", columns, _col(columns[0]).isNotNull())
+            self._count("column.non_null_count", columns, {},
+                        test=_col(columns[0]).isNotNull())
         elif rule.kind == "Uniqueness":
-            self._count("column.distinct_values.count", columns, None, distinct=columns[0])
+            self._count("column.distinct_values.count", columns, {}, distinct=columns[0])
         elif rule.row_check is not None:
             self._row_check(rule)
 
@@ -138,10 +147,7 @@ class _Plan:
         if check == "not_null":
             return  # its NULL counts are measured
         if check == "unique":
-            if columns not in self.keys:
-                self.keys.append(columns)
-            present = ~_every(_col(c).isNull() for c in columns)
-            self._count(_key_rows(self.keys.index(columns)), columns, present)
+            self._count("unique", columns, {}, key=columns)
             return
         [column] = columns
         kind = self.types[column]
@@ -151,40 +157,49 @@ class _Plan:
         arguments = ({"value_set": list(arg)} if check == "in" else
                      {"regex": arg} if check == "matches" else
                      {"min_value": arg[0], "max_value": arg[1]})
-        self._count(f"{_MAP_METRICS[check]}.unexpected_count", columns,
-                    _col(column).isNotNull() & ~rule.passes(), arguments)
+        self._count(f"{_MAP_METRICS[check]}.unexpected_count", columns, arguments,
+                    test=_col(column).isNotNull() & ~rule.passes())
 
     def run(self, df: DataFrame) -> tuple[int, list[Any]]:
         """The row count, and each metric's value (a pair for a uniqueness key: its rows
         sharing their values with others, and its rows not all NULL)."""
+        from pyspark.sql import functions as F
+
+        [row] = df.agg(F.count(F.lit(1)), *map(F.count_if, self.tests.values())).collect()
+        found = dict(zip(self.tests, row[1:], strict=True))
+        if distinct := [c for m, *_, c in self.metrics if m == "column.distinct_values.count"]:
+            found |= zip(distinct, df.agg(*(F.count_distinct(_col(c)) for c in distinct)
+                                          ).collect()[0], strict=True)
+        if self.keys:
+            found |= zip(map(_key_rows, range(len(self.keys))), self._key_counts(df),
+                         strict=True)
+        return row[0], [found[source] for *_, source in self.metrics]
+
+    def _key_counts(self, df: DataFrame) -> list[tuple[int, int]]:
+        """For each uniqueness key: its rows sharing their values with others (GX's
+        window) and its rows not all NULL, from the key columns alone (what crosses a
+        shuffle is only the keys: eight bytes a row for a number)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        keys = list(dict.fromkeys(c for key in self.keys for c in key))
-        frame = df.select(*(_col(c).alias(f"__deltamark_key_{i}") for i, c in enumerate(keys)),
-                          *(test.alias(name) for name, test in self.row_columns.items()))
-        for i, key in enumerate(self.keys):  # GX's window: the rows sharing the key's values
-            window = Window.partitionBy(*(F.col(f"__deltamark_key_{keys.index(c)}")
-                                          for c in key))
-            frame = frame.withColumn(_key_rows(i), F.count(F.lit(1)).over(window))
-        aggregates, distinct = [F.count(F.lit(1))], []
-        for metric, _, _, name, is_distinct in self.metrics:
-            if is_distinct:  # apart: after a window, a distinct count costs a second shuffle
-                distinct.append(F.count_distinct(_col(name)))
-            elif metric.startswith("__deltamark_rows_"):
-                aggregates.append(F.struct(F.count_if(F.col(name) & (F.col(metric) > 1)),
-                                           F.count_if(F.col(name))))
-            else:
-                aggregates.append(F.count_if(F.col(name)))
+        columns = list(dict.fromkeys(c for key in self.keys for c in key))
+        frame = df.select(*(_col(c).alias(f"__deltamark_key_{i}")
+                            for i, c in enumerate(columns)))
+        aggregates = []
+        for i, key in enumerate(self.keys):
+            parts = [F.col(f"__deltamark_key_{columns.index(c)}") for c in key]
+            frame = frame.withColumn(_key_rows(i), F.count(F.lit(1)).over(
+                Window.partitionBy(*parts)))
+            present = ~_every(part.isNull() for part in parts)
+            aggregates += [F.count_if(present & (F.col(_key_rows(i)) > 1)),
+                           F.count_if(present)]
         [row] = frame.agg(*aggregates).collect()
-        counts = iter(df.agg(*distinct).collect()[0] if distinct else ())
-        found = iter(row[1:])
-        return row[0], [next(counts) if m[4] else next(found) for m in self.metrics]
+        return [(row[2 * i], row[2 * i + 1]) for i in range(len(self.keys))]
 
     def answers(self, rows: int, values: Sequence[Any]) -> list[Answer]:
         found = [Answer("table.row_count", (), rows)]
-        for (metric, columns, arguments, _, _), value in zip(self.metrics, values, strict=True):
-            if not metric.startswith("__deltamark_rows_"):
+        for (metric, columns, arguments, _), value in zip(self.metrics, values, strict=True):
+            if metric != "unique":
                 found.append(Answer(metric, columns, value, arguments))
             elif len(columns) == 1:
                 found.append(Answer("column_values.unique.unexpected_count", columns, value[0]))
