@@ -15,17 +15,19 @@ import pyarrow as pa
 from framework.errors import StateSchemaError
 
 __all__ = ["BOOKMARKS", "DQ_RESULTS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES",
-           "WATERMARKS", "WORKFLOW_RUNS", "upgrade"]
+           "WATERMARKS", "WORKFLOW_RUNS", "reference", "upgrade"]
 
 TS = pa.timestamp("us", tz="UTC")
 
 
 @dataclass(frozen=True)
 class StateTable:
-    """A state table: its directory name under the state root, columns and their docs."""
+    """A state table: its directory name under the state root, what a row is, its columns
+    and their docs."""
 
     name: str
     version: int
+    row: str
     columns: tuple[tuple[str, pa.DataType, bool, str], ...]  # name, type, nullable, doc
 
     @property
@@ -38,6 +40,7 @@ class StateTable:
 
 RUNS = StateTable(
     name="runs",
+    row="one row per job run and status it reached (the newest is current)",
     version=3,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
@@ -53,8 +56,10 @@ RUNS = StateTable(
         ("ended_at", TS, True, "when the run ended (UTC)"),
         ("arguments", pa.string(), False, "JSON object of the run's effective arguments"),
         ("error", pa.string(), True, "one-line error of a failed run"),
-        ("inputs", pa.string(), True, "JSON object: context -> counts read (files, bytes)"),
-        ("outputs", pa.string(), True, "JSON object: target -> what was written (version)"),
+        ("inputs", pa.string(), True, "JSON object: context -> what it read "
+         "(files, bytes, listed, backlog, rewritten_skipped, malformed)"),
+        ("outputs", pa.string(), True, "JSON object: target -> what the run wrote "
+         "there (written, version, or files and rows; replayed, rolled_back)"),
         ("updated_at", TS, True, "when this row was written (UTC)"),
         ("recovery", pa.string(), True, "how recovery settled an interrupted run: "
          "replayed | aborted (nothing landed) | aborted_by_operator | "
@@ -71,6 +76,7 @@ RUNS = StateTable(
 
 BOOKMARKS = StateTable(
     name="bookmarks",
+    row="one row per job, context and run (and per rewind or reset)",
     version=2,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
@@ -89,6 +95,7 @@ BOOKMARKS = StateTable(
 
 PROCESSED_FILES = StateTable(
     name="processed_files",
+    row="one row per job, context, run and file read",
     version=1,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
@@ -104,6 +111,7 @@ PROCESSED_FILES = StateTable(
 
 WATERMARKS = StateTable(
     name="watermarks",
+    row="one row per job, context and run",
     version=1,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
@@ -123,6 +131,7 @@ WATERMARKS = StateTable(
 
 DQ_RESULTS = StateTable(
     name="dq_results",
+    row="one row per job, run (attempt), rule set and rule checked before a write",
     version=1,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
@@ -131,7 +140,7 @@ DQ_RESULTS = StateTable(
         ("run_seq", pa.int64(), False, "that run's per-job number"),
         ("attempt", pa.int32(), False, "that run's attempt (a replay checks again)"),
         ("ruleset", pa.string(), False, "the rule set (checks.<name> in the job's conf)"),
-        ("target", pa.string(), False, "the Delta table the rule set gated"),
+        ("target", pa.string(), False, "the target the rule set gated"),
         ("policy", pa.string(), False, "fail | quarantine | warn"),
         ("rule", pa.string(), False, "the rule, written as in Glue DQDL"),
         ("kind", pa.string(), False, "IsComplete, ColumnValues, ... or a GX expectation"),
@@ -150,6 +159,7 @@ DQ_RESULTS = StateTable(
 
 WORKFLOW_RUNS = StateTable(
     name="workflow_runs",
+    row="one row per workflow run, job and state it reached (the newest is current)",
     version=1,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
@@ -196,6 +206,22 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
 }
 
 
+def reference() -> str:
+    """The state tables' reference in Markdown, as docs/state-tables.md holds it."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    parts = []
+    for table in TABLES.values():
+        parts.append(f"### `{table.name}`\n\n{table.row[0].upper()}{table.row[1:]}; "
+                     f"layout version {table.version}.\n\n| column | type | meaning |\n"
+                     "|---|---|---|\n")
+        parts.extend(f"| {name} | {type_}{'' if nullable else ', not null'} | {cell(doc)} |\n"
+                     for name, type_, nullable, doc in table.columns)
+        parts.append("\n")
+    return "".join(parts).rstrip("\n") + "\n"
+
+
 def upgrade(table: StateTable, row: dict[str, Any]) -> dict[str, Any]:
     """Bring one stored row to ``table.version``, step by step.
 
@@ -211,3 +237,7 @@ def upgrade(table: StateTable, row: dict[str, Any]) -> dict[str, Any]:
             raise StateSchemaError(table.name, row["schema_version"], table.version)
         row = {**step(row), "schema_version": row["schema_version"] + 1}
     return row
+
+
+if __name__ == "__main__":
+    print(reference(), end="")

@@ -92,7 +92,7 @@ def test_deltamark_run_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path
 
 
 def test_spark_submit_runs_a_job_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path):
-    """The README's spark-submit command line (client mode; embedded Delta path)."""
+    """docs/s3-and-clusters.md's spark-submit command line (client mode; embedded Delta path)."""
     state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
     declare(tmp_path / "conf", cluster, state, landing, target, "embedded")
     script = tmp_path / "run_copy.py"

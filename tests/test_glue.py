@@ -578,20 +578,20 @@ def test_a_studio_generated_script_writes_through_get_sink(spark, tmp_path):
     assert refused.exit_code == 1 and "on a Delta table: not supported" in refused.output
 
 
-def test_the_readme_lists_every_awsglue_call_as_the_code_provides_it():
+def test_the_docs_list_every_awsglue_call_as_the_code_provides_it():
     import inspect
     import re
 
     from framework.glue import DynamicFrame, transforms
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    table = readme[readme.index("### The awsglue API"):]
+    readme = (Path(__file__).parents[1] / "docs" / "glue.md").read_text()
+    table = readme[readme.index("## The awsglue API"):]
     table = table[:table.index("\n\n", table.index("| awsglue |"))]
     rows = [line for line in table.splitlines() if line.startswith("| `") or "`" in line]
 
     def row_of(name):
         found = [r for r in rows if re.search(rf"`{re.escape(name)}`", r)]
-        assert found, f"{name} is not in the README's awsglue table"
+        assert found, f"{name} is not in docs/glue.md's awsglue table"
         return found[0]
 
     methods = [n for n, _ in inspect.getmembers(DynamicFrame, inspect.isfunction)

@@ -46,7 +46,7 @@ class _UnknownAwsGlueModule(importlib.abc.MetaPathFinder):
         top = fullname.split(".", 1)[0]
         if top == "awsgluedq":
             raise GlueUnsupportedError(f"import {fullname}", "declare the rules as deltamark "
-                                       "checks (checks: in a job's conf; see the README)")
+                                       "checks (checks: in a job's conf; see docs/data-quality.md)")
         if top in ("awsglue", "awsglueml"):
             served = ", ".join(sorted(AWSGLUE_MODULES))
             raise GlueUnsupportedError(f"import {fullname}", f"the modules served are {served}")
