@@ -538,16 +538,19 @@ def _filter_value(value: Any) -> str | list[str]:
 class Upkeep:
     """How a small table deltamark owns (a state table) stays small and fast to read.
 
-    Every ``compact_every`` versions its small files are compacted (files of
-    ``file_size`` bytes are left as they are, so compaction costs the same after 10 or
-    10,000 runs), a checkpoint is written, and the data files and log entries no version
-    has needed for ``retention_hours`` are deleted (the table's
-    ``delta.deletedFileRetentionDuration`` and ``delta.logRetentionDuration``).
+    Every ``compact_every`` versions the table is tidied: its small files are compacted, a
+    checkpoint is written, and the data files and log entries no version has needed for
+    ``retention_hours`` are deleted (the table's ``delta.deletedFileRetentionDuration``
+    and ``delta.logRetentionDuration``). Compaction has two tiers, so that no tidy
+    rewrites a table's whole history: files under ``small_file_size`` become files of
+    about that size, and every ``compact_every`` tidies those become files of up to
+    ``file_size``, which then stay as they are.
     """
 
     retention_hours: int
     compact_every: int = 10
-    file_size: int = 4 << 20
+    small_file_size: int = 64 << 10
+    file_size: int = 1 << 20
 
     def properties(self) -> dict[str, str]:
         interval = f"interval {self.retention_hours} hours"
@@ -575,7 +578,7 @@ def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
     version = table.version()
     if upkeep and version % upkeep.compact_every == 0:
         try:
-            _tidy(table, upkeep)
+            _tidy(table, upkeep, deep=version % upkeep.compact_every ** 2 == 0)
         except (DeltaError, OSError) as exc:  # the rows are committed; the next tidy retries
             logger.warning("%s: tidying the table failed, left for later: %s", path,
                            _first_line(exc))
@@ -591,17 +594,18 @@ def tidy(path: str, upkeep: Upkeep) -> None:
     if not is_table(path):
         return
     try:
-        _tidy(_open(path), upkeep)
+        _tidy(_open(path), upkeep, deep=True)
     except DeltaError as exc:
         raise errors.DeltaTableError(path, f"tidying it failed ({_first_line(exc)}); nothing "
                                      "was lost. Try again.") from exc
 
 
-def _tidy(table: DeltaTable, upkeep: Upkeep) -> None:
+def _tidy(table: DeltaTable, upkeep: Upkeep, *, deep: bool) -> None:
+    """Compact (into big files too when ``deep``), vacuum, checkpoint, clean the log."""
     wanted = upkeep.properties()
     if any(table.metadata().configuration.get(k) != v for k, v in wanted.items()):
         table.alter.set_table_properties(wanted)
-    table.optimize.compact(target_size=upkeep.file_size)
+    table.optimize.compact(target_size=upkeep.file_size if deep else upkeep.small_file_size)
     # VACUUM first: it finds the files to delete from the tombstones the checkpoint drops
     table.vacuum(dry_run=False)
     table.create_checkpoint()
@@ -625,11 +629,38 @@ def read_rows(path: str, *, version: int | None = None,
     filters = list(filters or ())
     needed = pa.schema([f for f in schema
                         if f.name in wanted.names or any(f.name == c for c, _, _ in filters)])
-    rows = pa.concat_tables([_read_file(uri, needed) for uri in table.file_uris()]
+    rows = pa.concat_tables([_read_file(uri, needed) for uri in _files_for(table, filters)]
                             or [empty_rows(needed)])
     if filters:
         rows = rows.filter(mask(rows, filters))
     return rows.select(wanted.names)
+
+
+def _files_for(table: DeltaTable, filters: Sequence[tuple[str, str, Any]]) -> list[str]:
+    """The table's data files, less those whose statistics in the log show that no row
+    passes ``filters``: so a read of the newest runs (``run_seq >= n``) opens the newest
+    files only, however long the history. Only integer bounds are used (a string's
+    statistics may be truncated)."""
+    uris = table.file_uris()
+    bounds = [(c, op, v) for c, op, v in filters
+              if op in _MAY_MATCH and type(v) is int]
+    if not bounds or len(uris) < 2:
+        return uris
+    adds = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
+    wanted = set()
+    for i, path in enumerate(adds["path"].to_pylist()):
+        stats = {c: (adds[f"min.{c}"][i].as_py(), adds[f"max.{c}"][i].as_py())
+                 if f"min.{c}" in adds.column_names else (None, None) for c, _, _ in bounds}
+        if all(None in stats[c] or _MAY_MATCH[op](*stats[c], v) for c, op, v in bounds):
+            wanted.add(unquote(path).rsplit("/", 1)[-1])
+    return [uri for uri in uris if unquote(uri).rsplit("/", 1)[-1] in wanted]
+
+
+#: whether a file whose column spans [low, high] may hold a row passing (op, value)
+_MAY_MATCH: Mapping[str, Callable[[Any, Any, Any], bool]] = {
+    "=": lambda low, high, v: low <= v <= high, "<": lambda low, high, v: low < v,
+    "<=": lambda low, high, v: low <= v, ">": lambda low, high, v: high > v,
+    ">=": lambda low, high, v: high >= v}
 
 
 @functools.lru_cache(maxsize=256)
