@@ -15,9 +15,10 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from framework import storage
 from framework.errors import ConfigError
 
-__all__ = ["BucketSettings", "CatalogTable", "DeltaMode", "Settings", "SparkSettings",
+__all__ = ["CatalogTable", "DeltaMode", "Settings", "SparkSettings",
            "load_settings", "read_yaml", "scalar_mapping", "text_value", "unknown_keys"]
 
 DeltaMode = Literal["auto", "native", "embedded"]
@@ -34,15 +35,6 @@ class SparkSettings:
     master: str = "local[*]"
     app_name: str = "deltamark"
     conf: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BucketSettings:
-    """Options of one S3 bucket that differ from the AWS environment's (``buckets:``)."""
-
-    #: the bucket's S3 endpoint (``https://...``; ``http://`` for a local server)
-    endpoint_url: str | None = None
-    region: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +68,7 @@ class Settings:
     #: name environment variables as ``${VAR}``; they are resolved when a job connects.
     connections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
     #: per-bucket S3 options by bucket name; the AWS environment configures the others
-    buckets: Mapping[str, BucketSettings] = field(default_factory=dict)
+    buckets: Mapping[str, storage.BucketSettings] = field(default_factory=dict)
     #: the tables Glue scripts read with ``from_catalog``, by ``database.table``
     catalog: Mapping[str, CatalogTable] = field(default_factory=dict)
 
@@ -96,8 +88,6 @@ def load_settings(
     Raises:
         ConfigError: naming the file and each bad key.
     """
-    from framework import storage
-
     directory = Path(conf_dir or os.environ.get("DELTAMARK_CONF_DIR") or "conf")
     raw: dict[str, Any] = {}
     for name in (SETTINGS_FILE, LOCAL_FILE):
@@ -203,7 +193,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
 BUCKET_KEYS = ("endpoint_url", "region")
 
 
-def _buckets(raw: Any) -> tuple[dict[str, BucketSettings], list[str]]:
+def _buckets(raw: Any) -> tuple[dict[str, storage.BucketSettings], list[str]]:
     if raw is None:
         return {}, []
     if not isinstance(raw, Mapping):
@@ -224,7 +214,7 @@ def _buckets(raw: Any) -> tuple[dict[str, BucketSettings], list[str]]:
             problems.append(f"{where}.endpoint_url: must be an http:// or https:// URL")
         if region is not None and not (isinstance(region, str) and region):
             problems.append(f"{where}.region: must be a region name (eu-west-1)")
-        buckets[name] = BucketSettings(endpoint_url=endpoint, region=region)
+        buckets[name] = storage.BucketSettings(endpoint_url=endpoint, region=region)
     return buckets, problems
 
 

@@ -17,17 +17,25 @@ import functools
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import pyarrow.fs as pafs
 
-from framework.config import BucketSettings
-
-__all__ = ["configure", "delta_options", "exists", "filesystem", "is_local", "join",
-           "local_path", "object_store", "read_bytes", "spark_conf"]
+__all__ = ["BucketSettings", "configure", "delta_options", "exists", "filesystem", "is_local",
+           "join", "local_path", "object_store", "read_bytes", "spark_conf"]
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+@dataclass(frozen=True)
+class BucketSettings:
+    """Options of one S3 bucket that differ from the AWS environment's (``buckets:``)."""
+
+    #: the bucket's S3 endpoint (``https://...``; ``http://`` for a local server)
+    endpoint_url: str | None = None
+    region: str | None = None
 
 # conf's per-bucket options (``buckets:``), for this process, like the AWS variables.
 _buckets: dict[str, BucketSettings] = {}

@@ -7,50 +7,27 @@ exactly-once Delta commits of the run.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework import storage
 from framework.errors import GlueCatalogError, GlueUnsupportedError
 from framework.glue.dynamicframe import DynamicFrame
+from framework.glue.run import active_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from framework.config import CatalogTable
-    from framework.glue.script import GlueRun
 
-__all__ = ["GlueContext", "Sink", "active_run", "current_run"]
-
-_CURRENT: contextvars.ContextVar[GlueRun] = contextvars.ContextVar("deltamark_glue_run")
+__all__ = ["GlueContext", "Sink"]
 
 #: Glue's format_options -> Spark reader options
 _FORMAT_OPTIONS = {"withHeader": "header", "separator": "sep", "quoteChar": "quote",
                    "escaper": "escape", "multiline": "multiLine", "multiLine": "multiLine",
                    "rowTag": "rowTag", "encoding": "encoding"}
 _DATABASES = ("postgresql", "mysql", "sqlserver", "oracle", "redshift", "jdbc")
-
-
-@contextlib.contextmanager
-def current_run(run: GlueRun) -> Iterator[None]:
-    """Make ``run`` the one ``GlueContext`` objects serve while the block runs."""
-    token = _CURRENT.set(run)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
-
-
-def active_run() -> GlueRun:
-    """The run of the script calling (``GlueUnsupportedError`` outside one)."""
-    run = _CURRENT.get(None)
-    if run is None:
-        raise GlueUnsupportedError("GlueContext outside deltamark run --script",
-                                   "run the script with deltamark run --script PATH")
-    return run
 
 
 class GlueContext:

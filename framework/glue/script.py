@@ -16,33 +16,22 @@ import contextlib
 import runpy
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
 from framework.config import CatalogTable
 from framework.errors import JobError
-from framework.glue.context import current_run
 from framework.glue.environment import glue_environment
+from framework.glue.run import GlueRun, current_run
 from framework.job import IncrementalJob, JobContext
 from framework.job_config import JobSpec
 from framework.modes import BookmarkOptions
 
-__all__ = ["GlueRun", "script_job"]
+__all__ = ["script_job"]
 
 #: run params that are Glue's bookmark arguments, not the script's own
 BOOKMARK_ARGS = ("job-bookmark-option", "continuation-option", "job-bookmark-from",
                  "job-bookmark-to")
-
-
-@dataclass
-class GlueRun:
-    """The run a Glue script is in, the catalog its ``from_catalog`` reads, and whether it
-    called ``job.commit()``."""
-
-    ctx: JobContext
-    catalog: Mapping[str, CatalogTable] = field(default_factory=dict)
-    committed: bool = False
 
 
 def script_job(script: Path, name: str, args: Mapping[str, str], *,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from framework.errors import GlueUnsupportedError
-from framework.glue.context import active_run
+from framework.glue.run import active_run
 from framework.job import JobContext
 
 __all__ = ["get_workflow_run_properties", "put_workflow_run_properties"]
