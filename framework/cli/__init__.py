@@ -41,9 +41,9 @@ app.command("ui")(ui)
 def _global_options(
     ctx: typer.Context,
     conf_dir: Annotated[Path | None, typer.Option(
-        help="Configuration directory [env: DELTAMARK_CONF_DIR; default: conf].")] = None,
+        help="Configuration directory (env: DELTAMARK_CONF_DIR; default: conf).")] = None,
     state_root: Annotated[str | None, typer.Option(
-        help="Where the state tables live, a path or s3:// URI [env: DELTAMARK_STATE_ROOT]."
+        help="Where the state tables live, a path or s3:// URI (env: DELTAMARK_STATE_ROOT)."
     )] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
 ) -> None:

@@ -26,13 +26,13 @@ SHOWN_FILES = 20
 def run(
     ctx: typer.Context,
     job: Annotated[str | None, typer.Argument(
-        help="The job (conf/jobs/<JOB>.yaml); with --script, its name [default: the "
-             "JOB_NAME arg].")] = None,
+        help="The job (conf/jobs/<JOB>.yaml); with --script, its name (default: the "
+             "JOB_NAME arg).")] = None,
     script: Annotated[Path | None, typer.Option(
         help="Run this AWS Glue script (imports from framework.glue) as the job.")] = None,
     bookmark: Annotated[str | None, typer.Option(
         help="enable | disable | pause (Glue's job-bookmark-* names work too) "
-             "[default: the job's conf, else enable].")] = None,
+             "(default: the job's conf, else enable).")] = None,
     bookmark_from: Annotated[str | None, typer.Option(
         help="pause: skip what this run had already processed.")] = None,
     bookmark_to: Annotated[str | None, typer.Option(

@@ -17,8 +17,8 @@ def start(
     idle_minutes: Annotated[float, typer.Option(
         help="Stop after this long without commands (0: never).")] = 180,
     driver_memory: Annotated[str | None, typer.Option(
-        help="The JVM's memory, shared by the jobs running at once [default: twice the "
-             "conf's spark.driver.memory, else 2g].")] = None,
+        help="The JVM's memory, shared by the jobs running at once (default: twice the "
+             "conf's spark.driver.memory, else 2g).")] = None,
 ) -> None:
     """Start a server for this directory, conf and environment (or say which one runs)."""
     from framework.server import start_server

@@ -131,7 +131,7 @@ def export(
         help="The command the tasks run (e.g. the full path of the venv's deltamark).")
     ] = "deltamark",
     workdir: Annotated[Path, typer.Option(
-        help="The directory the jobs run in [default: this one].")] = Path("."),
+        help="The directory the jobs run in (default: this one).")] = Path("."),
 ) -> None:
     """Print (or write) NAME as an Apache Airflow 3 DAG whose tasks call deltamark run and
     decide as deltamark workflow run does."""
