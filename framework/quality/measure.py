@@ -80,8 +80,8 @@ class Measured:
 
 
 def measure(df: DataFrame, rules: Sequence[Rule]) -> Measured:
-    """Count ``df``'s rows and what the DQDL ``rules`` need, in a few narrow passes. Rules this
-    pass cannot measure exactly as GX would (a missing column, a type GX treats apart) are
+    """Count ``df``'s rows and what the DQDL ``rules`` need, in a few narrow passes. Rules
+    these cannot measure exactly as GX would (a missing column, a type GX treats apart) are
     left to GX; a pass that Spark refuses (e.g. a regex Java rejects) leaves them all."""
     from pyspark.sql import functions as F
 
