@@ -251,3 +251,25 @@ def test_read_rows_filters_like_sql_across_files_with_added_columns(tmp_path):
     assert read([("at", ">=", T0)], ["seq"]) == [{"seq": 4}]
     assert read([("seq", "in", [])]) == []
     assert log.read_rows(str(tmp_path / "none")) is None
+
+
+def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_path):
+    """A filter on an integer column skips the files whose log statistics rule it out, and
+    reads what a read of every file would."""
+    path = str(tmp_path / "t")
+    for first in (1, 11, 21):
+        log.append_rows(path, pa.table({"job": ["a"] * 10, "seq": range(first, first + 10)}))
+    opened = []
+    read_file = log._read_file
+    log._read_file = lambda uri, schema: opened.append(uri) or read_file(uri, schema)
+    try:
+        newest = log.read_rows(path, filters=[("job", "=", "a"), ("seq", ">=", 25)])
+        assert newest["seq"].to_pylist() == [25, 26, 27, 28, 29, 30] and len(opened) == 1
+        opened.clear()
+        assert log.read_rows(path, filters=[("seq", "in", [5, 15])])["seq"].to_pylist() \
+            in ([5, 15], [15, 5]) and len(opened) == 3  # only bounds skip files
+        opened.clear()
+        assert sorted(log.read_rows(path, filters=[("seq", "<", 12)])["seq"].to_pylist()) \
+            == list(range(1, 12)) and len(opened) == 2
+    finally:
+        log._read_file = read_file

@@ -651,7 +651,8 @@ def _files_for(table: DeltaTable, filters: Sequence[tuple[str, str, Any]]) -> li
     for i, path in enumerate(adds["path"].to_pylist()):
         stats = {c: (adds[f"min.{c}"][i].as_py(), adds[f"max.{c}"][i].as_py())
                  if f"min.{c}" in adds.column_names else (None, None) for c, _, _ in bounds}
-        if all(None in stats[c] or _MAY_MATCH[op](*stats[c], v) for c, op, v in bounds):
+        if all(not all(type(b) is int for b in stats[c]) or _MAY_MATCH[op](*stats[c], v)
+               for c, op, v in bounds):  # no integer statistics: the file may match
             wanted.add(unquote(path).rsplit("/", 1)[-1])
     return [uri for uri in uris if unquote(uri).rsplit("/", 1)[-1] in wanted]
 
