@@ -52,7 +52,7 @@ class BookmarkHistory:
         if history is None:
             return None
         state = files.FileState.from_dict(history.current.state)
-        valid = frozenset(history.valid_runs)
+        valid = history.valid_runs  # the older runs are read only if a file needs them
         read = self.store.processed_files(self.job, context, run_seqs=valid,
                                           modified_after_ms=state.settled_ms)
         window = {f.path: (f.modified_ms, f.size)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -36,13 +37,16 @@ from state_tables.schemas import (
     upgrade,
 )
 
-__all__ = ["ContextHistory", "StateStore", "TableSize", "typed_value"]
+__all__ = ["ContextHistory", "RunSet", "StateStore", "TableSize", "typed_value"]
 
 
 # Tidy a state table every this many versions (compact, checkpoint, delete what the
 # retention lets go), so that reading and writing the current state, and the state root's
 # size, stay the same after 10 or 10,000 runs.
 MAINTENANCE_EVERY = 10
+
+# A context's current bookmark is looked for in the rows of its last this many runs first.
+RECENT_RUNS = 10
 
 
 class StateStore:
@@ -148,12 +152,8 @@ class StateStore:
 
     def last_run(self, job: str) -> Run | None:
         """The job's run with the highest run_seq, in its current status."""
-        seqs = self._read_where(RUNS, [("job", "=", job)], columns=["run_seq"])["run_seq"]
-        if not len(seqs):
-            return None
-        top = pc.max(seqs).as_py()
-        [run] = self._runs(self._read_where(RUNS, [("job", "=", job), ("run_seq", "=", top)]))
-        return run
+        rows = self._read_where(RUNS, [("job", "=", job)], newest_within=0)
+        return self._runs(rows)[0] if len(rows) else None
 
     def job_names(self) -> list[str]:
         """Every job with a recorded run."""
@@ -194,18 +194,34 @@ class StateStore:
         processed files still count (a rewind brings back the set as of its run; a reset
         empties it).
 
-        The rows are resolved in Arrow; only each context's current row becomes a
-        ``Bookmark``.
+        With ``context``, only its rows of the last ``RECENT_RUNS`` runs are read when they
+        hold its current bookmark, so a long history costs what a short one does:
+        ``valid_runs`` reads the older rows if asked about their runs. (Older rewinds and
+        resets change neither: they act on runs before them.)
         """
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
-        rows = self._read_where(BOOKMARKS, filters)
+        if up_to_seq is not None:
+            filters.append(("run_seq", "<=", up_to_seq))
+        if context is not None:
+            recent = self._read_where(BOOKMARKS, filters, newest_within=RECENT_RUNS)
+            if len(recent):
+                since = max(0, pc.max(recent["run_seq"]).as_py() - RECENT_RUNS)
+                found = self._resolve(job, recent, up_to_seq, since=since)
+                if context in found:
+                    return found
+        return self._resolve(job, self._read_where(BOOKMARKS, filters), up_to_seq)
+
+    def _resolve(self, job: str, rows: pa.Table, up_to_seq: int | None, *,
+                 since: int = 0) -> dict[str, ContextHistory]:
+        """``histories`` from the job's bookmark rows: all of them, or (``since`` > 0) those
+        from run ``since`` on."""
         if not len(rows):
             return {}
         if pc.max(rows["schema_version"]).as_py() > BOOKMARKS.version:
             upgrade(BOOKMARKS, log.python_rows(rows.slice(0, 1))[0])  # raises StateSchemaError
         is_commit = log.mask(rows, [("event", "=", "commit")])
-        keep = pc.or_(pc.invert(is_commit), pc.is_in(rows["run_seq"],
-                                                     value_set=self._committed_seqs(job)))
+        keep = pc.or_(pc.invert(is_commit), pc.is_in(
+            rows["run_seq"], value_set=self._committed_seqs(job, since=since)))
         if up_to_seq is not None:
             keep = pc.and_(keep, pc.or_(log.mask(rows, [("run_seq", "<", up_to_seq)]), pc.and_(
                 log.mask(rows, [("run_seq", "=", up_to_seq)]), is_commit)))
@@ -220,8 +236,17 @@ class StateStore:
             commits = mine.filter(pc.invert(mine["_is_event"]))["run_seq"].to_pylist()
             events = mine.filter(mine["_is_event"]).select(
                 ["run_seq", "event", "restored_from_seq"]).to_pylist()
-            histories[name] = ContextHistory(current, _valid_runs(commits, events, None))
+            valid = _valid_runs(commits, events, None)
+            histories[name] = ContextHistory(current, RunSet(
+                valid, since=since, everything=functools.partial(
+                    self._all_valid_runs, job, name, up_to_seq)) if since else valid)
         return histories
+
+    def _all_valid_runs(self, job: str, context: str, up_to_seq: int | None) -> Set[int]:
+        filters = [("job", "=", job), ("context", "=", context)] + (
+            [] if up_to_seq is None else [("run_seq", "<=", up_to_seq)])
+        rows = self._read_where(BOOKMARKS, filters)
+        return self._resolve(job, rows, up_to_seq)[context].valid_runs
 
     def watermarks(self, job: str | None = None, *, up_to_seq: int | None = None
                    ) -> list[Watermark]:
@@ -285,10 +310,12 @@ class StateStore:
         runs = [_current_nodes(rows) for rows in by_run.values()]
         return sorted(runs, key=lambda nodes: min(n.updated_at for n in nodes), reverse=True)
 
-    def _committed_seqs(self, job: str) -> pa.Array:
-        """run_seq of the job's runs that succeeded in enable mode (a final status)."""
+    def _committed_seqs(self, job: str, *, since: int = 0) -> pa.Array:
+        """run_seq of the job's runs (from run ``since`` on) that succeeded in enable mode
+        (a final status)."""
         runs = self._read_where(RUNS, [("job", "=", job), ("status", "=", "succeeded"),
-                                       ("mode", "=", "enable")], columns=["run_seq"])
+                                       ("mode", "=", "enable"), ("run_seq", ">=", since)],
+                                columns=["run_seq"])
         return pc.unique(runs["run_seq"])
 
     def bookmark_log(self, job: str, context: str | None = None
@@ -333,8 +360,15 @@ class StateStore:
             table, [(column, "=", value) for column, value in equal.items() if value is not None])
 
     def _read_where(self, table: StateTable, filters: list[tuple[str, str, Any]],
-                    columns: Sequence[str] | None = None) -> pa.Table:
-        rows = log.read_rows(self.path(table), filters=filters or None, columns=columns)
+                    columns: Sequence[str] | None = None, *,
+                    newest_within: int | None = None) -> pa.Table:
+        """The rows passing ``filters``; with ``newest_within``, only those whose run_seq
+        is at most that far below the newest of them."""
+        if newest_within is None:
+            rows = log.read_rows(self.path(table), filters=filters or None, columns=columns)
+        else:
+            rows = log.read_newest(self.path(table), column="run_seq", within=newest_within,
+                                   filters=filters, columns=columns)
         wanted = table.schema if columns is None else pa.schema(
             [table.schema.field(c) for c in columns])
         if rows is None:
@@ -360,7 +394,33 @@ class ContextHistory:
     processed files count."""
 
     current: Bookmark
-    valid_runs: frozenset[int] = frozenset()
+    valid_runs: Set[int] = frozenset()
+
+
+class RunSet(Set[int]):
+    """A set of run_seqs known from run ``since`` on; the whole set is computed by
+    ``everything`` the first time an older run, the size or the members are asked for."""
+
+    def __init__(self, recent: Set[int], *, since: int,
+                 everything: Callable[[], Set[int]]):
+        self._recent, self._since, self._everything = recent, since, everything
+        self._all: Set[int] | None = None
+
+    def __contains__(self, seq: object) -> bool:
+        if isinstance(seq, int) and seq >= self._since:
+            return seq in self._recent
+        return seq in self._whole()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
+
+    def _whole(self) -> Set[int]:
+        if self._all is None:
+            self._all = self._everything()
+        return self._all
 
 
 def _valid_runs(commits: Sequence[int], events: Sequence[Mapping[str, Any]],

@@ -1,3 +1,4 @@
+import dataclasses
 import datetime as dt
 import os
 import time
@@ -7,6 +8,7 @@ import pytest
 
 from framework.delta import log
 from framework.errors import DeltamarkError, StateSchemaError
+from state_tables import store as store_module
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.schemas import BOOKMARKS, RUNS, TABLES
 from state_tables.sql import run_sql
@@ -222,6 +224,53 @@ def test_valid_runs_follow_rewinds_and_resets(tmp_path):
     assert store.bookmarks("a", up_to_seq=3)[0].state == {"n": 3}
 
 
+def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_path,
+                                                                         monkeypatch):
+    """With a context named, its bookmark is resolved from the rows of its last runs (and
+    its rewinds and resets), and older runs' validity is read when asked: the same answers
+    as resolving every row, when the old events matter and when the last runs all failed."""
+    monkeypatch.setattr(store_module, "RECENT_RUNS", 3)
+    store = StateStore(tmp_path)
+    failed = {4, 9, 14, 15, 16, 17, 18}
+    for seq in range(1, 19):
+        store.record_run(run("a", seq, "failed" if seq in failed else "succeeded"),
+                         [mark("a", "src", seq, n=seq), mark("a", "other", seq, n=seq)])
+        if seq in (6, 11):  # a rewind to run 2, then a reset of the other context
+            store.record_bookmarks([Bookmark(
+                job="a", context="src" if seq == 6 else "other", run_id="x", run_seq=seq,
+                source_kind="files", state={"n": 2} if seq == 6 else {},
+                event="rewind" if seq == 6 else "reset",
+                restored_from_seq=2 if seq == 6 else None)])
+    for up_to in (None, 3, 6, 8, 12, 18):
+        every = store.histories("a", up_to_seq=up_to)  # no context: every row is resolved
+        for context in ("src", "other"):
+            log.forget_open_tables()
+            newest = store.histories("a", context, up_to_seq=up_to)
+            assert newest.keys() <= every.keys() and every.get(context) == newest.get(context)
+            if context in every:
+                assert {s for s in range(20) if s in newest[context].valid_runs} \
+                    == set(every[context].valid_runs) == set(newest[context].valid_runs)
+    assert set(every["src"].valid_runs) == {1, 2, 7, 8, 10, 11, 12, 13}
+    assert every["src"].current.state == {"n": 13} and every["other"].valid_runs == {12, 13}
+
+    plain = StateStore(tmp_path / "plain")  # no rewinds: old files are not even opened
+    plain.upkeep = dataclasses.replace(plain.upkeep, compact_every=1_000)  # tidied below
+    for seq in range(1, 9):
+        plain.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+    plain.tidy()
+    [old_runs] = log._open(plain.path(BOOKMARKS)).file_uris()
+    for seq in range(9, 13):
+        plain.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+    log.forget_open_tables()
+    opened = []
+    read_file = log._read_file
+    monkeypatch.setattr(log, "_read_file", lambda uri, schema: opened.append(uri)
+                        or read_file(uri, schema))
+    history = plain.histories("a", "src")["src"]
+    assert history.current.state == {"n": 12} and old_runs not in opened
+    assert 2 in history.valid_runs and old_runs in opened  # read when asked about run 2
+
+
 def test_bookmarks_written_by_schema_version_1_are_upgraded(tmp_path):
     store = StateStore(tmp_path)
     store.record_run(run("a", 1))
@@ -254,8 +303,9 @@ def test_read_rows_filters_like_sql_across_files_with_added_columns(tmp_path):
 
 
 def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_path):
-    """A filter on an integer column skips the files whose log statistics rule it out, and
-    reads what a read of every file would."""
+    """A filter on an integer column, or on a short string, skips the files whose log
+    statistics rule it out, and reads what a read of every file would; the newest rows are
+    read from the newest files."""
     path = str(tmp_path / "t")
     for first in (1, 11, 21):
         log.append_rows(path, pa.table({"job": ["a"] * 10, "seq": range(first, first + 10)}))
@@ -271,5 +321,19 @@ def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_pat
         opened.clear()
         assert sorted(log.read_rows(path, filters=[("seq", "<", 12)])["seq"].to_pylist()) \
             == list(range(1, 12)) and len(opened) == 2
+        opened.clear()
+        assert log.read_newest(path, column="seq", within=3)["seq"].to_pylist() \
+            == [27, 28, 29, 30] and len(opened) == 1
+        long = "x" * 40  # statistics this long may be truncated: they skip nothing
+        log.append_rows(path, pa.table({"job": ["b", long], "seq": [31, 32]}))
+        opened.clear()
+        assert log.read_rows(path, filters=[("job", "=", "b")])["seq"].to_pylist() == [31] \
+            and len(opened) == 1
+        opened.clear()
+        assert log.read_newest(path, column="seq", filters=[("job", "=", "a")])[
+            "seq"].to_pylist() == [30] and len(opened) == 2  # the newest file holds no "a"
+        opened.clear()
+        assert len(log.read_rows(path, filters=[("job", "=", "x" * 41)])) == 0 \
+            and len(opened) == 1
     finally:
         log._read_file = read_file

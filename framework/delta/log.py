@@ -62,6 +62,7 @@ __all__ = [
     "merge_rows",
     "python_rows",
     "query",
+    "read_newest",
     "read_rows",
     "restore",
     "rows_table",
@@ -624,44 +625,106 @@ def read_rows(path: str, *, version: int | None = None,
     if not is_table(path):
         return None
     table = _open(path, version)
-    schema = pa.schema(table.schema().to_arrow())
-    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
     filters = list(filters or ())
-    needed = pa.schema([f for f in schema
-                        if f.name in wanted.names or any(f.name == c for c, _, _ in filters)])
-    rows = pa.concat_tables([_read_file(uri, needed) for uri in _files_for(table, filters)]
+    wanted, needed = _schemas(table, [c for c, _, _ in filters], columns)
+    rows = pa.concat_tables([_read_file(uri, needed) for uri, _ in _files_for(table, filters)]
                             or [empty_rows(needed)])
     if filters:
         rows = rows.filter(mask(rows, filters))
     return rows.select(wanted.names)
 
 
-def _files_for(table: DeltaTable, filters: Sequence[tuple[str, str, Any]]) -> list[str]:
-    """The table's data files, less those whose statistics in the log show that no row
-    passes ``filters``: so a read of the newest runs (``run_seq >= n``) opens the newest
-    files only, however long the history. Only integer bounds are used (a string's
-    statistics may be truncated)."""
+def read_newest(path: str, *, column: str, within: int = 0,
+                filters: Sequence[tuple[str, str, Any]] | None = None,
+                columns: Sequence[str] | None = None) -> pa.Table | None:
+    """The rows passing ``filters`` whose integer ``column`` is at most ``within`` below its
+    largest value among them (None if there is no table).
+
+    The files are read in descending order of their statistics' largest ``column`` and no
+    further than the last that may hold such a row: the newest runs of a long history cost
+    the newest files only.
+    """
+    if not is_table(path):
+        return None
+    table = _open(path)
+    filters = list(filters or ())
+    wanted, needed = _schemas(table, [*(c for c, _, _ in filters), column], columns)
+    found, top = [], None
+    newest_first = sorted(_files_for(table, filters, also=[column]),
+                          key=lambda f: _largest(f[1][column]), reverse=True)
+    for uri, stats in newest_first:
+        if top is not None and _largest(stats[column]) < top - within:
+            break
+        rows = _read_file(uri, needed)
+        rows = rows.filter(mask(rows, filters)) if filters else rows
+        if len(rows) and (most := pc.max(rows[column]).as_py()) is not None:
+            top = most if top is None else max(top, most)
+            found.append(rows)
+    if top is None:
+        return empty_rows(wanted)
+    rows = pa.concat_tables(found)
+    return rows.filter(mask(rows, [(column, ">=", top - within)])).select(wanted.names)
+
+
+def _schemas(table: DeltaTable, used: Sequence[str], columns: Sequence[str] | None
+             ) -> tuple[pa.Schema, pa.Schema]:
+    """The columns asked for, and those to read: with the ``used`` ones (filtered on)."""
+    schema = pa.schema(table.schema().to_arrow())
+    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    needed = pa.schema([f for f in schema if f.name in wanted.names or f.name in used])
+    return wanted, needed
+
+
+def _largest(bounds: tuple[Any, Any]) -> float:
+    """A file's largest value of an integer column; unknown: it may hold any."""
+    return bounds[1] if type(bounds[1]) is int else float("inf")
+
+
+#: a string statistic shorter than this is the value itself: writers truncate longer ones
+#: (delta-rs at 64 characters, Delta Spark at 32)
+_EXACT_STRING_STATISTICS = 32
+
+
+def _files_for(table: DeltaTable, filters: Sequence[tuple[str, str, Any]], *,
+               also: Sequence[str] = ()) -> list[tuple[str, dict[str, tuple[Any, Any]]]]:
+    """The table's data files with their (min, max) statistics of the filtered columns and
+    of ``also``, less those whose statistics show that no row passes ``filters``: so a read
+    of the newest runs (``run_seq >= n``) opens the newest files only, however long the
+    history. Only exact bounds are used: integers, and strings too short to be truncated.
+    """
     uris = table.file_uris()
-    bounds = [(c, op, v) for c, op, v in filters
-              if op in _MAY_MATCH and type(v) is int]
-    if not bounds or len(uris) < 2:
-        return uris
+    columns = list(dict.fromkeys([*(c for c, _, _ in filters), *also]))
+    if not columns or len(uris) < 2:
+        return [(uri, dict.fromkeys(columns, (None, None))) for uri in uris]
     adds = pa.RecordBatchReader.from_stream(table.get_add_actions(flatten=True)).read_all()
-    wanted = set()
-    for i, path in enumerate(adds["path"].to_pylist()):
-        stats = {c: (adds[f"min.{c}"][i].as_py(), adds[f"max.{c}"][i].as_py())
-                 if f"min.{c}" in adds.column_names else (None, None) for c, _, _ in bounds}
-        if all(not all(type(b) is int for b in stats[c]) or _MAY_MATCH[op](*stats[c], v)
-               for c, op, v in bounds):  # no integer statistics: the file may match
-            wanted.add(unquote(path).rsplit("/", 1)[-1])
-    return [uri for uri in uris if unquote(uri).rsplit("/", 1)[-1] in wanted]
+    bounds = {c: (adds[f"min.{c}"].to_pylist(), adds[f"max.{c}"].to_pylist())
+              if f"min.{c}" in adds.column_names else ([None] * len(adds),) * 2
+              for c in columns}
+    by_name = {unquote(path).rsplit("/", 1)[-1]: i
+               for i, path in enumerate(adds["path"].to_pylist())}
+    kept = []
+    for uri in uris:
+        i = by_name[unquote(uri).rsplit("/", 1)[-1]]
+        stats = {c: (low[i], high[i]) for c, (low, high) in bounds.items()}
+        if all(op not in _MAY_MATCH or not _exact(stats[c], value)
+               or _MAY_MATCH[op](*stats[c], value) for c, op, value in filters):
+            kept.append((uri, stats))
+    return kept
+
+
+def _exact(bounds: tuple[Any, Any], value: Any) -> bool:
+    """Whether a file's (min, max) statistics may be compared with ``value``."""
+    if type(value) is int:
+        return all(type(b) is int for b in bounds)
+    return type(value) is str and all(type(b) is str and len(b) < _EXACT_STRING_STATISTICS
+                                      for b in bounds)
 
 
 #: whether a file whose column spans [low, high] may hold a row passing (op, value)
 _MAY_MATCH: Mapping[str, Callable[[Any, Any, Any], bool]] = {
-    "=": lambda low, high, v: low <= v <= high, "<": lambda low, high, v: low < v,
-    "<=": lambda low, high, v: low <= v, ">": lambda low, high, v: high > v,
-    ">=": lambda low, high, v: high >= v}
+    "=": lambda low, high, v: low <= v <= high, "!=": lambda low, high, v: not low == v == high,
+    "<": lambda low, high, v: low < v, "<=": lambda low, high, v: low <= v,
+    ">": lambda low, high, v: high > v, ">=": lambda low, high, v: high >= v}
 
 
 @functools.lru_cache(maxsize=256)
