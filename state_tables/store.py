@@ -199,9 +199,7 @@ class StateStore:
         ``valid_runs`` reads the older rows if asked about their runs. (Older rewinds and
         resets change neither: they act on runs before them.)
         """
-        filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
-        if up_to_seq is not None:
-            filters.append(("run_seq", "<=", up_to_seq))
+        filters = _bookmark_filters(job, context, up_to_seq)
         if context is not None:
             recent = self._read_where(BOOKMARKS, filters, newest_within=RECENT_RUNS)
             if len(recent):
@@ -243,9 +241,7 @@ class StateStore:
         return histories
 
     def _all_valid_runs(self, job: str, context: str, up_to_seq: int | None) -> Set[int]:
-        filters = [("job", "=", job), ("context", "=", context)] + (
-            [] if up_to_seq is None else [("run_seq", "<=", up_to_seq)])
-        rows = self._read_where(BOOKMARKS, filters)
+        rows = self._read_where(BOOKMARKS, _bookmark_filters(job, context, up_to_seq))
         return self._resolve(job, rows, up_to_seq)[context].valid_runs
 
     def watermarks(self, job: str | None = None, *, up_to_seq: int | None = None
@@ -439,6 +435,13 @@ def _valid_runs(commits: Sequence[int], events: Sequence[Mapping[str, Any]],
                  set(_valid_runs(commits, events, event["restored_from_seq"])))
     valid.update(commits[i:] if up_to is None else (s for s in commits[i:] if s <= up_to))
     return frozenset(valid)
+
+
+def _bookmark_filters(job: str, context: str | None, up_to_seq: int | None
+                      ) -> list[tuple[str, str, Any]]:
+    """The bookmark rows of ``job`` (and ``context``), up to run ``up_to_seq``."""
+    return ([("job", "=", job)] + ([("context", "=", context)] if context else [])
+            + ([] if up_to_seq is None else [("run_seq", "<=", up_to_seq)]))
 
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
