@@ -25,6 +25,7 @@ __all__ = [
     "DeltamarkError",
     "GlueArgumentError",
     "GlueCatalogError",
+    "GlueRulesetError",
     "GlueUnsupportedError",
     "JobError",
     "JobFailedError",
@@ -208,6 +209,15 @@ class GlueArgumentError(DeltamarkError):
 class GlueCatalogError(DeltamarkError):
     """A table a Glue script reads or writes ``from_catalog`` is not in the local catalog
     (``catalog:`` in conf/deltamark.yaml)."""
+
+
+class GlueRulesetError(DeltamarkError):
+    """A DQDL ruleset given to ``EvaluateDataQuality`` that deltamark cannot evaluate."""
+
+    def __init__(self, context: str, problem: str):
+        self.context = context
+        super().__init__(f"EvaluateDataQuality ruleset of {context}: {problem}. The rule "
+                         "types evaluated are listed in docs/glue.md.")
 
 
 class GlueUnsupportedError(DeltamarkError):

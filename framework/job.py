@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from framework.quality import RuleSet
+    from framework.quality.gate import RuleOutcome
 
 __all__ = ["Connections", "IncrementalJob", "JobContext", "PinnedRead", "RunIdentity",
            "TargetWriteHooks", "WorkflowRun"]
@@ -655,6 +656,30 @@ class JobContext:
                            "union the DataFrames and write once.")
         return key
 
+    def evaluate_checks(self, df: DataFrame, ruleset: RuleSet, *, target: str,
+                        record: bool = True) -> tuple[int, list[RuleOutcome]]:
+        """Evaluate ``ruleset`` on ``df`` and record the outcomes in ``dq_results`` (with the
+        action its policy takes, under ``target``), without acting on them: the rows
+        checked and each rule's outcome. Rows with nothing in them are not checked (an
+        increment with nothing new): ``(0, [])``."""
+        from framework.quality import gate
+
+        measured = gate.measure(df, ruleset.rules)
+        if measured.rows == 0:
+            self.log.info("checks %s: no rows to check for %s", ruleset.name, target)
+            return 0, []
+        outcomes = gate.evaluate(df, ruleset, measured)
+        action = gate.action(ruleset, outcomes)
+        if record:
+            self._store.record_dq_results([DqResult(
+                job=self.job_name, run_id=self.run_id, run_seq=self.run_seq,
+                attempt=self._run.attempt, ruleset=ruleset.name, target=target,
+                policy=ruleset.policy, rule=o.rule.text, kind=o.rule.kind, outcome=o.outcome,
+                action=action, rows=measured.rows, observed=o.observed,
+                unexpected_count=o.unexpected_count, unexpected_percent=o.unexpected_percent,
+                sample=o.sample, message=o.message) for o in outcomes])
+        return measured.rows, outcomes
+
     def _gate(self, df: DataFrame, target: str, ruleset: RuleSet) -> DataFrame:
         """Evaluate ``ruleset`` on ``df``, record the results and apply the policy: the rows
         to write to ``target`` (after writing a quarantine), or raise.
@@ -663,20 +688,10 @@ class JobContext:
         it again, as a source's plan pins what it reads (files, versions, key ranges)."""
         from framework.quality import gate
 
-        measured = gate.measure(df, ruleset.rules)
-        rows = measured.rows
-        if rows == 0:  # an increment with nothing new: nothing to check
-            self.log.info("checks %s: no rows to check for %s", ruleset.name, target)
+        rows, outcomes = self.evaluate_checks(df, ruleset, target=target)
+        if rows == 0:
             return df
-        outcomes = gate.evaluate(df, ruleset, measured)
         action = gate.action(ruleset, outcomes)
-        self._store.record_dq_results([DqResult(
-            job=self.job_name, run_id=self.run_id, run_seq=self.run_seq,
-            attempt=self._run.attempt, ruleset=ruleset.name, target=target,
-            policy=ruleset.policy, rule=o.rule.text, kind=o.rule.kind, outcome=o.outcome,
-            action=action, rows=rows, observed=o.observed, unexpected_count=o.unexpected_count,
-            unexpected_percent=o.unexpected_percent, sample=o.sample, message=o.message)
-            for o in outcomes])
         failed = [o for o in outcomes if o.outcome != "passed"]
         summaries = [o.summary() for o in failed]
         if action == "rejected":

@@ -578,6 +578,127 @@ def test_a_studio_generated_script_writes_through_get_sink(spark, tmp_path):
     assert refused.exit_code == 1 and "on a Delta table: not supported" in refused.output
 
 
+STUDIO_DQ_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_data_quality_s3.py"
+
+
+@pytest.mark.spark
+def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path):
+    """Glue Studio's data-quality nodes (awsgluedq's EvaluateDataQuality): one fails the
+    job, one routes rows by their row-level outcomes, the default ruleset checks the target;
+    first files, nothing new, a new file, then a file that fails the job."""
+    from state_tables.store import StateStore
+
+    script, source = tmp_path / "studio_dq.py", tmp_path / "in"
+    target, rejected, state = tmp_path / "out", tmp_path / "rejected", tmp_path / "state"
+    script.write_text(STUDIO_DQ_SCRIPT.read_text())
+    source.mkdir()
+
+    def run():
+        return CliRunner().invoke(app, [
+            "--state-root", str(state), "run", "--script", str(script), "--json",
+            "--arg", "JOB_NAME=studio_dq", "--arg", f"source={source}",
+            "--arg", f"target={target}", "--arg", f"rejected={rejected}",
+            "--arg", "job-bookmark-option=job-bookmark-enable"])
+
+    def written():
+        return (sorted(tuple(r) for r in spark.read.parquet(str(target)).collect()),
+                sorted(((r.order_id, r.DataQualityRulesFail, r.DataQualityRulesSkip)
+                        for r in spark.read.json(str(rejected)).collect()),
+                       key=lambda r: (r[0] is None, r[0] or 0)))
+
+    amount = 'ColumnValues "amount" between 0 and 10000'
+    status = 'ColumnValues "status" in ["new", "paid", "shipped"]'
+    # 0 is outside DQDL's between (its bounds are excluded)
+    (source / "1.csv").write_text("order_id,status,amount\n1,new,10.5\n2,paid,-3\n"
+                                  "3,lost,7\n5,shipped,0\n6,paid,9999.5\n")
+    first = run()
+    assert first.exit_code == 0, first.output
+    assert written() == ([(1, "new", 10.5), (6, "paid", 9999.5)], [
+        (2, [amount], ["RowCount > 0"]), (3, [status], ["RowCount > 0"]),
+        (5, [amount], ["RowCount > 0"])])
+    results = {(r.ruleset, r.rule): r for r in StateStore(state).dq_results("studio_dq")}
+    assert {k: (r.outcome, r.rows) for k, r in results.items()} == {
+        ("EvaluateDataQuality_node1700000000003", "ColumnCount = 3"): ("passed", 5),
+        ("EvaluateDataQuality_node1700000000003", 'Completeness "order_id" > 0.5'):
+            ("passed", 5),
+        ("EvaluateDataQuality_node1700000000012", 'IsComplete "order_id"'): ("passed", 5),
+        ("EvaluateDataQuality_node1700000000012", amount): ("failed", 5),
+        ("EvaluateDataQuality_node1700000000012", status): ("failed", 5),
+        ("EvaluateDataQuality_node1700000000012", "RowCount > 0"): ("passed", 5),
+        ("EvaluateDataQuality_node1700000000008", "ColumnCount > 0"): ("passed", 2)}
+    assert results["EvaluateDataQuality_node1700000000012", amount].unexpected_count == 2
+
+    nothing_new = run()
+    assert nothing_new.exit_code == 0, nothing_new.output
+    assert json.loads(nothing_new.output)["status"] == "skipped"  # nothing new to read
+    assert len(written()[0]) == 2 and len(written()[1]) == 3
+
+    (source / "2.csv").write_text("order_id,status,amount\n7,shipped,1\n8,new,2\n,new,5\n")
+    assert run().exit_code == 0
+    rows, refused = written()
+    assert [r[0] for r in rows] == [1, 6, 7, 8]
+    assert (None, ['IsComplete "order_id"'], ["RowCount > 0"]) in refused
+
+    # the node that fails the job: two rows in three have no order_id
+    (source / "3.csv").write_text("order_id,status,amount\n,new,1\n,new,2\n9,new,3\n")
+    failed = run()
+    assert failed.exit_code == 1
+    assert "The job failed due to failing DQ rules for node" in failed.output
+    assert written() == (rows, refused)
+
+
+DQ_APPLY_SCRIPT = """\
+import json
+import sys
+from awsglue.context import GlueContext
+from awsglue.dynamicframe import DynamicFrame
+from awsglue.utils import getResolvedOptions
+from awsgluedq.transforms import EvaluateDataQuality
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "ruleset", "out"])
+glue = GlueContext()
+people = glue.spark_session.createDataFrame([(1, "a"), (2, None), (3, "c")], "id long, name string")
+outcomes = EvaluateDataQuality.apply(
+    frame=DynamicFrame.fromDF(people, glue, "people"), ruleset=args["ruleset"],
+    publishing_options={"dataQualityEvaluationContext": "people_dq",
+                        "enableDataQualityResultsPublishing": False})
+with open(args["out"], "w") as out:
+    json.dump([row.asDict() for row in outcomes.toDF().collect()], out)
+"""
+
+
+@pytest.mark.spark
+def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
+    from state_tables.store import StateStore
+
+    script, out, state = tmp_path / "dq.py", tmp_path / "outcomes.json", tmp_path / "state"
+    script.write_text(DQ_APPLY_SCRIPT)
+
+    def run(ruleset):
+        return CliRunner().invoke(app, [
+            "--state-root", str(state), "run", "--script", str(script), "--arg", "JOB_NAME=dq",
+            "--arg", f"ruleset={ruleset}", "--arg", f"out={out}"])
+
+    result = run('Rules = [ RowCount = 3, IsComplete "name", Mean "id" > 2, IsComplete "nope" ]')
+    assert result.exit_code == 0, result.output
+    outcomes = {r["Rule"]: r for r in json.loads(out.read_text())}
+    assert {rule: (r["Outcome"], r["FailureReason"], r["EvaluatedMetrics"])
+            for rule, r in outcomes.items() if rule != 'IsComplete "nope"'} == {
+        "RowCount = 3": ("Passed", None, {"Dataset.*.RowCount": 3.0}),
+        'IsComplete "name"': ("Failed", "1 of 3 rows do not meet the rule",
+                              {"Compliance": pytest.approx(2 / 3)}),
+        'Mean "id" > 2': ("Failed", "Value: 2.0 does not meet the constraint requirement",
+                          {"Column.id.Mean": 2.0})}
+    missing = outcomes['IsComplete "nope"']
+    assert missing["Outcome"] == "Failed" and "nope" in missing["FailureReason"]
+    assert StateStore(state).dq_results("dq") == []  # publishing turned off
+
+    refused = run('Rules = [ ReferentialIntegrity "id" "other.id" = 1.0 ]')
+    assert refused.exit_code == 1
+    assert ('EvaluateDataQuality ruleset of people_dq: ReferentialIntegrity "id" "other.id" = '
+            "1.0: ReferentialIntegrity is not evaluated by deltamark") in refused.output
+
+
 def test_the_docs_list_every_awsglue_call_as_the_code_provides_it():
     import inspect
     import re
@@ -601,3 +722,9 @@ def test_the_docs_list_every_awsglue_call_as_the_code_provides_it():
     for name in transforms.__all__:
         provided = not issubclass(getattr(transforms, name), transforms.NotProvided)
         assert ("not supported" not in row_of(name)) == provided, name
+    assert "not supported" not in row_of("EvaluateDataQuality")
+    from framework.quality.dqdl import DQDL_RULE_TYPES
+
+    rule_table = readme[readme.index("The DQDL rules evaluated"):readme.index("Not evaluated")]
+    for kind in DQDL_RULE_TYPES:
+        assert f"`{kind}" in rule_table, f"{kind} is not in docs/glue.md's DQDL table"

@@ -118,13 +118,18 @@ def key_value(text: str, option: str = "--arg") -> tuple[str, str]:
     return key, value
 
 
+_FILE_FORMATS = {"parquet": "Parquet", "json": "JSON", "csv": "CSV", "orc": "ORC",
+                 "avro": "Avro", "xml": "XML"}
+
+
 def _describe_write(result: dict, dry_run: bool) -> str:
     if result.get("rolled_back"):
         return "rolled back"
     if not result.get("written"):
         return "would be written" if dry_run else "nothing written"
     if parquet.is_output(result):
-        return f"{result['files']} Parquet files, {result['rows']} rows"
+        kind = result.get("file_format", "parquet")
+        return f"{result['files']} {_FILE_FORMATS.get(kind, kind)} files, {result['rows']} rows"
     return f"version {result['version']}"
 
 

@@ -27,6 +27,7 @@ __all__ = ["GlueContext", "Sink"]
 _FORMAT_OPTIONS = {"withHeader": "header", "separator": "sep", "quoteChar": "quote",
                    "escaper": "escape", "multiline": "multiLine", "multiLine": "multiLine",
                    "rowTag": "rowTag", "encoding": "encoding"}
+_GLUE_ONLY_READ_OPTIONS = ("optimizePerformance",)
 _DATABASES = ("postgresql", "mysql", "sqlserver", "oracle", "redshift", "jdbc")
 
 
@@ -116,7 +117,7 @@ class _Reader:
             df = ctx.read_files(
                 _paths(options.get("paths")), format=(format or "json").lower(),
                 transformation_ctx=transformation_ctx or None, bookmark=tracked,
-                options={_FORMAT_OPTIONS.get(k, k): v for k, v in (format_options or {}).items()},
+                options=_read_options(format_options or {}),
                 recurse=str(options.get("recurse", True)).lower() == "true",
                 exclusions=options.get("exclusions", ()),
                 bounded_files=_number(options.get("boundedFiles")),
@@ -232,6 +233,19 @@ def _write_options(kind: str, glue_options: Mapping[str, Any]) -> dict[str, str]
         if name in _WRITE_OPTIONS:
             options[_WRITE_OPTIONS[name]] = str(value).lower() if isinstance(value, bool) \
                 else str(value)
+    return options
+
+
+def _read_options(glue_options: Mapping[str, Any]) -> dict[str, Any]:
+    """Spark reader options for Glue's ``format_options``: ``quoteChar: -1`` turns quoting
+    off; Glue-only options (``optimizePerformance``, its vectorised CSV reader) go."""
+    options = {}
+    for name, value in glue_options.items():
+        if name in _GLUE_ONLY_READ_OPTIONS:
+            continue
+        if name == "quoteChar" and str(value) == "-1":
+            value = ""
+        options[_FORMAT_OPTIONS.get(name, name)] = value
     return options
 
 

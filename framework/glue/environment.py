@@ -28,6 +28,8 @@ AWSGLUE_MODULES = {
     "awsglue.utils": "framework.glue.utils",
     "awsglueml": "framework.glue.ml",
     "awsglueml.transforms": "framework.glue.ml",
+    "awsgluedq": "framework.glue.dataquality",
+    "awsgluedq.transforms": "framework.glue.dataquality",
 }
 
 
@@ -44,10 +46,7 @@ class _UnknownAwsGlueModule(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
         top = fullname.split(".", 1)[0]
-        if top == "awsgluedq":
-            raise GlueUnsupportedError(f"import {fullname}", "declare the rules as deltamark "
-                                       "checks (checks: in a job's conf; see docs/data-quality.md)")
-        if top in ("awsglue", "awsglueml"):
+        if top in ("awsglue", "awsglueml", "awsgluedq"):
             served = ", ".join(sorted(AWSGLUE_MODULES))
             raise GlueUnsupportedError(f"import {fullname}", f"the modules served are {served}")
 

@@ -88,6 +88,8 @@ def _outcome(rule: Rule, results: Sequence[Any]) -> RuleOutcome:
     errors = [e for e in map(_error, results) if e]
     counts, percents, observed = (values("unexpected_count"), values("unexpected_percent"),
                                   values("observed_value"))
+    if rule.row_level and not counts and observed:  # a query's rows: the rows failing
+        counts, observed = observed, []
     sample = [v for r in results if not r.success and (r.result or {}).get("unexpected_count")
               for v in r.result.get("partial_unexpected_list") or ()]
     return RuleOutcome(

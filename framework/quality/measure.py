@@ -231,7 +231,7 @@ def _columns(rule: Rule) -> tuple[str, ...]:
         return rule.row_check[1]
     if rule.kind in ("Completeness", "Uniqueness"):
         [(_, kwargs)] = rule.expectations
-        return (kwargs["column"],)
+        return (kwargs["column"],) if "column" in kwargs else ()  # DQDL's is SQL
     return ()
 
 

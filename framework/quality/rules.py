@@ -61,7 +61,7 @@ class Rule:
     text: str
     expectations: tuple[Expectation, ...]
     #: row-level rules: ("not_null" | "unique" | "between" | "in" | "matches" | "length",
-    #: columns, argument)
+    #: columns, argument), or ("sql", (), a Spark SQL predicate) for DQDL's (``dqdl``)
     row_check: tuple[str, tuple[str, ...], Any] | None = None
     #: SchemaMatch: (column, Spark type) pairs whose precision GX does not check (it checks
     #: the type's class only): compared with the DataFrame's schema, e.g. decimal(10,2)
@@ -77,6 +77,8 @@ class Rule:
         from pyspark.sql import functions as F
 
         check, columns, arg = self.row_check
+        if check == "sql":
+            return F.expr(arg)
         cols = [F.col(f"`{c}`") for c in columns]
         if check == "not_null":
             return _all(c.isNotNull() for c in cols)
