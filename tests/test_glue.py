@@ -647,6 +647,43 @@ def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path)
     assert written() == (rows, refused)
 
 
+STUDIO_NULLS_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_drop_null_fields_s3.py"
+
+
+@pytest.mark.spark
+def test_a_studio_drop_null_fields_node_walks_the_schema_with_gluetypes(spark, tmp_path):
+    """Studio's Drop Null Fields node walks frame.schema() with awsglue.gluetypes' classes
+    and drops, nested paths too, the fields holding only its null values."""
+    script, source, target = tmp_path / "nulls.py", tmp_path / "in", tmp_path / "out"
+    script.write_text(STUDIO_NULLS_SCRIPT.read_text())
+    source.mkdir()
+
+    def run():
+        return CliRunner().invoke(app, [
+            "--state-root", str(tmp_path / "state"), "run", "--script", str(script),
+            "--arg", "JOB_NAME=nulls", "--arg", f"source={source}", "--arg", f"target={target}",
+            "--arg", "job-bookmark-option=job-bookmark-enable"])
+
+    def written():
+        return sorted(json.dumps(json.loads(line), sort_keys=True)
+                      for part in target.glob("*.json") for line in part.read_text().splitlines())
+
+    (source / "1.json").write_text(
+        '{"id": 1, "name": "a", "note": "null", "score": -1, "meta": {"code": "", "level": 2}}\n'
+        '{"id": 2, "name": "b", "note": " ", "score": -1, "meta": {"code": "null", "level": 3}}')
+    assert run().exit_code == 0
+    first = ['{"id": 1, "meta": {"level": 2}, "name": "a"}',
+             '{"id": 2, "meta": {"level": 3}, "name": "b"}']
+    assert written() == first
+    assert run().exit_code == 0  # nothing new
+    assert written() == first
+    (source / "2.json").write_text(
+        '{"id": 3, "name": "c", "note": "hi", "score": 5, "meta": {"code": "x", "level": 4}}')
+    assert run().exit_code == 0
+    assert written() == sorted([*first, '{"id": 3, "meta": {"code": "x", "level": 4}, '
+                                         '"name": "c", "note": "hi", "score": 5}'])
+
+
 DQ_APPLY_SCRIPT = """\
 import json
 import sys

@@ -23,6 +23,7 @@ AWSGLUE_MODULES = {
     "awsglue": "framework.glue",
     "awsglue.context": "framework.glue.context",
     "awsglue.dynamicframe": "framework.glue.dynamicframe",
+    "awsglue.gluetypes": "framework.glue.gluetypes",
     "awsglue.job": "framework.glue.job",
     "awsglue.transforms": "framework.glue.transforms",
     "awsglue.utils": "framework.glue.utils",
