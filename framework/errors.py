@@ -26,6 +26,7 @@ __all__ = [
     "GlueArgumentError",
     "GlueCatalogError",
     "GlueRulesetError",
+    "GlueUnsupportedAttributeError",
     "GlueUnsupportedError",
     "JobError",
     "JobFailedError",
@@ -226,6 +227,11 @@ class GlueUnsupportedError(DeltamarkError):
     def __init__(self, call: str, alternative: str):
         self.call = call
         super().__init__(f"{call}: not supported by deltamark's Glue layer; {alternative}.")
+
+
+class GlueUnsupportedAttributeError(GlueUnsupportedError, AttributeError):
+    """A Glue method or attribute deltamark does not provide (an ``AttributeError`` too, so
+    ``hasattr`` says False)."""
 
 
 class WorkflowNotFoundError(DeltamarkError):

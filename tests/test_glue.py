@@ -176,6 +176,20 @@ def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
     assert result.exit_code == 1
     assert "create_dynamic_frame.from_catalog(sales.orders): no such table under catalog: " \
         "in conf/deltamark.yaml (tables there: none)" in result.output
+    for call, message in [
+            ("write_dynamic_frame.from_jdbc_conf(frame=None, catalog_connection='pg', "
+             "connection_options={'dbtable': 't'})",
+             "write_dynamic_frame.from_jdbc_conf(catalog_connection='pg'): not supported by "
+             "deltamark's Glue layer; database sinks are not served yet"),
+            ("write_dynamic_frame_from_options(frame=None, connection_type='postgresql')",
+             "write_dynamic_frame.from_options(connection_type='postgresql'): not supported"),
+            ("getSource('s3')", "GlueContext.getSource: not supported by deltamark's Glue "
+             "layer; the calls served are listed in docs/glue.md.")]:
+        script.write_text("from framework.glue.context import GlueContext\n"
+                          f"GlueContext().{call}\n")
+        result = CliRunner().invoke(app, ["--state-root", str(paths["state"]), "run",
+                                          "--script", str(script), "--arg", "JOB_NAME=calls"])
+        assert result.exit_code == 1 and message in result.output, result.output
 
 
 @pytest.mark.spark
@@ -200,6 +214,11 @@ def test_dynamic_frame_methods(spark):
     tables = nested.relationalize("root", "/tmp/unused")
     assert tables.keys() == ["root", "root_tags"] and len(tables) == 2
     assert tables["root_tags"].count() == 2
+    # a Glue method deltamark does not serve: the one-line error, and hasattr says False
+    with pytest.raises(GlueUnsupportedError, match="DynamicFrame.getNumPartitions: not "
+                       "supported by deltamark's Glue layer; the calls served are listed"):
+        frame.getNumPartitions()
+    assert not hasattr(frame, "getNumPartitions")
 
 
 def test_glue_ml_transforms_name_the_call_and_the_alternative():

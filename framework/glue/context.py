@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from framework import storage
 from framework.errors import GlueCatalogError, GlueUnsupportedError
 from framework.glue.dynamicframe import DynamicFrame
+from framework.glue.environment import GlueApi
 from framework.glue.run import active_run
 
 if TYPE_CHECKING:
@@ -31,10 +32,12 @@ _GLUE_ONLY_READ_OPTIONS = ("optimizePerformance",)
 _DATABASES = ("postgresql", "mysql", "sqlserver", "oracle", "redshift", "jdbc")
 
 
-class GlueContext:
+class GlueContext(GlueApi):
     """Glue's context: ``spark_session``, ``create_dynamic_frame``, ``create_data_frame``,
     ``write_dynamic_frame`` (and their method forms, ``create_dynamic_frame_from_options``
     ...). Made inside a script run by ``deltamark run --script``."""
+
+    glue_name = "GlueContext"
 
     def __init__(self, spark_context: Any = None, **_: Any):
         self._run = active_run()
@@ -50,6 +53,7 @@ class GlueContext:
         self.create_data_frame_from_catalog = self.create_data_frame.from_catalog
         self.write_dynamic_frame_from_options = self.write_dynamic_frame.from_options
         self.write_dynamic_frame_from_catalog = self.write_dynamic_frame.from_catalog
+        self.write_dynamic_frame_from_jdbc_conf = self.write_dynamic_frame.from_jdbc_conf
 
     def get_logger(self) -> Any:
         return self._ctx.log
@@ -76,9 +80,11 @@ class GlueContext:
         self._ctx.log.info("purge_s3_path(%s): %d files deleted", s3_path, removed)
 
 
-class Sink:
+class Sink(GlueApi):
     """``glueContext.getSink(path=..., connection_type="s3", partitionKeys=[...])``, as Glue
     Studio's scripts use it. ``setCatalogInfo`` is recorded but updates no catalog."""
+
+    glue_name = "glueContext.getSink(...)"
 
     def __init__(self, glue: GlueContext, connection_type: str, path: str,
                  partition_keys: Sequence[str]):
@@ -101,9 +107,10 @@ class Sink:
             format_options=self._format_options)
 
 
-class _Reader:
+class _Reader(GlueApi):
     def __init__(self, glue: GlueContext, *, dynamic: bool):
         self._glue, self._dynamic = glue, dynamic
+        self.glue_name = f"glueContext.create_{'dynamic_frame' if dynamic else 'data_frame'}"
 
     def from_options(self, connection_type: str, connection_options: Mapping[str, Any],
                      format: str | None = None, format_options: Mapping[str, Any] | None = None,
@@ -164,12 +171,17 @@ class _Reader:
 #: Glue's sink formats -> deltamark's file formats (delta is a Delta table)
 _SINK_FORMATS = {"parquet": "parquet", "glueparquet": "parquet", "json": "json", "csv": "csv",
                  "orc": "orc", "avro": "avro", "xml": "xml"}
+_DATABASE_SINKS = ("database sinks are not served yet (exactly once needs the rows and a "
+                   "marker committed in one database transaction); write a Delta table or "
+                   "files, and load the database from them")
 #: Glue's write format_options -> Spark writer options
 _WRITE_OPTIONS = {"writeHeader": "header", "separator": "sep", "quoteChar": "quote",
                   "escaper": "escape", "rowTag": "rowTag", "compression": "compression"}
 
 
-class _Writer:
+class _Writer(GlueApi):
+    glue_name = "glueContext.write_dynamic_frame"
+
     def __init__(self, glue: GlueContext):
         self._glue = glue
 
@@ -183,6 +195,10 @@ class _Writer:
         ``format_options``); ``partitionKeys`` partition the files (a new Delta table)."""
         options = dict(connection_options or {})
         kind = (format or "delta").lower()
+        if connection_type in _DATABASES:
+            raise GlueUnsupportedError(
+                f"write_dynamic_frame.from_options(connection_type={connection_type!r})",
+                _DATABASE_SINKS)
         if connection_type not in ("s3", "delta") or (kind != "delta"
                                                        and kind not in _SINK_FORMATS):
             raise GlueUnsupportedError(
@@ -200,6 +216,13 @@ class _Writer:
                             options=_write_options(kind, format_options or {}),
                             partition_by=partition_by)
         return frame
+
+    def from_jdbc_conf(self, frame: DynamicFrame, catalog_connection: str = "",
+                       **_: Any) -> DynamicFrame:
+        """Glue's database sink: not served (see ``_DATABASE_SINKS``)."""
+        raise GlueUnsupportedError(
+            f"write_dynamic_frame.from_jdbc_conf(catalog_connection={catalog_connection!r})",
+            _DATABASE_SINKS)
 
     def from_catalog(self, frame: DynamicFrame, database: str = "", table_name: str = "",
                      transformation_ctx: str = "",

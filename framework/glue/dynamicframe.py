@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
+from framework.glue.environment import GlueApi
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -20,9 +21,11 @@ _TYPES = {"long": "bigint", "int": "int", "integer": "int", "short": "smallint",
           "decimal": "decimal(38,18)", "binary": "binary"}
 
 
-class DynamicFrame:
+class DynamicFrame(GlueApi):
     """A Spark DataFrame with Glue's DynamicFrame methods (a schema per frame, not per
     record: Glue's choice types become plain columns; ``resolveChoice`` casts them)."""
+
+    glue_name = "DynamicFrame"
 
     def __init__(self, df: DataFrame, glue_ctx: Any = None, name: str = "", *,
                  errors: Sequence[Callable[[], int]] = ()):
@@ -325,8 +328,10 @@ class DynamicFrame:
         return DynamicFrame(df, self.glue_ctx, self.name, errors=self._errors + errors)
 
 
-class DynamicFrameCollection:
+class DynamicFrameCollection(GlueApi):
     """Named DynamicFrames (what Relationalize returns)."""
+
+    glue_name = "DynamicFrameCollection"
 
     def __init__(self, dynamic_frames: Mapping[str, DynamicFrame], glue_ctx: Any = None):
         self._frames, self.glue_ctx = dict(dynamic_frames), glue_ctx

@@ -6,16 +6,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from framework.errors import GlueArgumentError
+from framework.glue.environment import GlueApi
 
 __all__ = ["Job"]
 
 
-class Job:
+class Job(GlueApi):
     """``job = Job(glueContext); job.init(args["JOB_NAME"], args); ...; job.commit()``.
 
     As in Glue, the run's bookmarks advance only if ``commit()`` is called; the writes are
     exactly-once either way. deltamark warns at the end of a run that did not commit.
     """
+
+    glue_name = "Job"
 
     def __init__(self, glue_context: Any):
         self._run = glue_context._run
