@@ -24,6 +24,7 @@ from framework.errors import (
     WorkflowNotFoundError,
 )
 from framework.lease import job_lease
+from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.target_runs import TargetRun, discard_unlanded, landed_targets, runs_in
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
@@ -203,6 +204,12 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
     ``run``. Parquet targets lose this job's files of later runs (no one else's)."""
     written = {t: out for r in runs if r.run_seq >= run.run_seq
                for t, out in r.outputs.items() if out.get("written")}
+    if databases := sorted(t for t, out in written.items() if jdbc_sink.is_output(out)):
+        raise RewindError(
+            job, f"not restoring the targets: {', '.join(databases)} are database tables, "
+            "whose rows deltamark cannot take back. Nothing was changed; delete the later "
+            "runs' rows by hand (deltamark_commits lists them), or rewind without "
+            "--restore-targets.")
     targets = sorted(t for t, out in written.items() if not parquet.is_output(out))
     plans, foreign = [], []
     for target in targets:

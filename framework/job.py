@@ -40,6 +40,7 @@ from framework.errors import (
 )
 from framework.faults import crash_point
 from framework.modes import BookmarkOptions
+from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
@@ -170,6 +171,8 @@ class JobContext:
         self._watermarks: dict[str, Watermark] = {}  # by transformation_ctx
         self._recorded_watermarks: set[str] = set()
         self._outputs: dict[str, dict[str, Any]] = {}
+        #: database writes staged, to land when the job's code has returned (output keys)
+        self._staged: list[str] = []
         self._published: dict[str, str] = {}
         self.bookmarks_held = False
 
@@ -571,6 +574,73 @@ class JobContext:
                                   partition_by=partition_by, file_format=format,
                                   file_options=options)
         return self._checked_write(df, target, "append", checks, write)
+
+    def write_jdbc(self, df: DataFrame, table: str, *, connection: str,
+                   database: str | None = None, checks: str | None = None) -> WriteResult:
+        """Append ``df``'s rows to the database table ``table``, exactly once per run.
+
+        The rows are staged in the database while the job runs, and land in ``table``
+        when the job's code has returned, in one database transaction with the run's
+        mark (``framework.sinks.jdbc``): a crash, a retry or a gate rejecting a later
+        write never duplicates or half-writes them. ``table`` (``schema.name``) is made
+        from the rows' columns if it does not exist. ``connection`` names a connection
+        of conf (``connections:``); ``database`` switches to another database of its
+        server. ``checks`` works as in ``write_delta``. ``result.version`` is the run_seq.
+
+        Raises:
+            JobError: ``table`` is not a table name, or as ``write_delta``.
+            DataQualityError: the checks failed (nothing was staged).
+            DatabaseError: the database refused the rows.
+        """
+        try:
+            jdbc_sink.check_table_name(table)
+        except ValueError as exc:
+            raise JobError(self.job_name, f"write_jdbc: {exc}.") from None
+        target = jdbc_sink.target_key(connection, table)
+        write = functools.partial(self._stage, target=target, output={
+            **jdbc_sink.OUTPUT_TAG, "connection": connection, "table": table,
+            **({"database": database} if database else {})})
+        return self._checked_write(df, target, "append", checks, write)
+
+    def _stage(self, df: DataFrame, *, target: str, output: Mapping[str, Any]
+               ) -> WriteResult:
+        key = self._output_key(target)
+        if self.dry_run or not df.columns or df.isEmpty():
+            if not self.dry_run:
+                self.log.info("%s: no rows to write: no commit", target)
+            self._outputs[key] = {"target": target, "written": False, **output}
+            return WriteResult(version=self.run_seq, skipped=True)
+        connection = self._database_connection(output)
+        rows = jdbc_sink.stage(self.spark, df, connection, output["table"],
+                               job=self.job_name, run_seq=self.run_seq)
+        crash_point("staged")
+        self.log.info("staged %d rows for %s (they land when the job returns)", rows, target)
+        self._outputs[key] = {"target": target, "written": False, "pending": True, **output,
+                              "rows": rows}
+        self._staged.append(key)
+        return WriteResult(version=self.run_seq)
+
+    def land_staged(self) -> None:
+        """Land the rows ``write_jdbc`` staged, each table in one database transaction
+        with the run's mark; the plan is recorded before each lands."""
+        for key in self._staged:
+            output = self._outputs[key]
+            planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
+            planned()
+            rows, replayed = jdbc_sink.land(
+                self.spark, self._database_connection(output), output["table"],
+                job=self.job_name, run_id=self.run_id, run_seq=self.run_seq,
+                record=self._record())
+            self.log.info("%s %s (%d rows)", "found run already in" if replayed else "wrote",
+                          output["target"], rows if not replayed else output["rows"])
+            self._outputs[key] = {**{k: v for k, v in output.items() if k != "pending"},
+                                  "written": True, "replayed": replayed}
+            if self._hooks:
+                self._hooks.after_target_write(self)
+        self._staged.clear()
+
+    def _database_connection(self, output: Mapping[str, Any]) -> jdbc.Connection:
+        return jdbc_sink.DatabaseTargets(self.spark, self._connections).connection(output)
 
     def _checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
                        write: Callable[[DataFrame], WriteResult]) -> WriteResult:

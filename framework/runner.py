@@ -7,7 +7,8 @@ The target commit is the point of truth. A run, holding its job's lease:
 3. runs the job. Sources pin what they read. The plan so far (bookmark states, files) is
    recorded with the run before each target commits (while Spark writes its data); each
    target commit carries the app transaction (``deltamark:<job>``, run_seq), so a replay
-   of the run is skipped;
+   of the run is skipped. Rows for a database table are staged meanwhile, and land when
+   the job's code has returned, with the run's mark (``framework.sinks.jdbc``);
 4. records ``succeeded`` once the job's code returned: from then on its bookmarks count.
    A job that raises is ``failed`` and its bookmarks never count; when a data-quality
    gate raised, the writes the run had landed are rolled back first, so it fails whole
@@ -53,6 +54,7 @@ from framework.job_config import JobSpec, load_job
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
+from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import settings_connections
@@ -243,6 +245,7 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
     crash_point("started")
     try:
         _run_code(spec, ctx)
+        ctx.land_staged()
     except Exception as exc:
         error = redact(one_line(exc))
         if isinstance(exc, DataQualityError) and (undone := _roll_back(ctx, run)):
@@ -275,6 +278,8 @@ def _roll_back(ctx: JobContext, run: Run) -> list[str]:
     undone = []
     attempt = dataclasses.replace(run, outputs=ctx.outputs())
     for target in landed_targets(attempt):
+        if jdbc_sink.is_output(attempt.outputs[target]):
+            continue  # its rows land only after the job's code returned: they never did
         if parquet.is_output(attempt.outputs[target]):
             parquet.remove_runs_after(target, run.job, run.run_seq - 1)
         else:
@@ -352,8 +357,9 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     # "committing": a status older versions recorded after the job returned; replayed too
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
-    if not landed_targets(last):
-        discard_unlanded(last)
+    databases = jdbc_sink.DatabaseTargets(spark, connections)
+    if not landed_targets(last, databases):
+        discard_unlanded(last, databases)
         if last.status == "failed":
             return None
         store.record_run(dataclasses.replace(last, status="aborted",

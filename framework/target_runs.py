@@ -16,7 +16,7 @@ from typing import Any
 
 from framework.delta import log
 from framework.errors import StateBehindTargetsError
-from framework.sinks import parquet
+from framework.sinks import jdbc, parquet
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import typed_value
 
@@ -101,7 +101,11 @@ class TargetRun:
 
 def runs_in(target: str, job: str, *, after_seq: int = 0) -> list[TargetRun]:
     """The runs of ``job`` that committed to ``target`` (a Delta table or a Parquet
-    directory) with a run_seq above ``after_seq``, oldest first."""
+    directory) with a run_seq above ``after_seq``, oldest first. A database table is not
+    read here (it needs its connection): its own commit checks its marks
+    (``framework.sinks.jdbc.land``)."""
+    if target.startswith("jdbc://"):
+        return []
     if log.is_table(target):
         newest = log.transaction_version(target, app_id(job)) or 0
         if newest <= after_seq:
@@ -147,26 +151,35 @@ def check_state_knows(job: str, targets: Iterable[str], last: Run) -> None:
                                           last.run_seq, last.run_id)
 
 
-def landed_targets(run: Run) -> list[str]:
+def landed_targets(run: Run, databases: jdbc.DatabaseTargets | None = None) -> list[str]:
     """The targets that hold ``run``'s commit: a Delta table whose app transaction reached
-    its run_seq, a Parquet directory with its manifest."""
-    return [t for t in _attempted(run) if _landed(run, t)]
+    its run_seq, a Parquet directory with its manifest, a database table with its mark
+    (without ``databases`` to ask, a database target counts as landed: the next run,
+    which can ask, settles it)."""
+    return [t for t in _attempted(run) if _landed(run, t, databases)]
 
 
-def discard_unlanded(run: Run) -> None:
-    """Delete the files an unfinished ``run`` left in Parquet targets it did not land in
-    (Delta targets need nothing: an uncommitted write is invisible)."""
+def discard_unlanded(run: Run, databases: jdbc.DatabaseTargets | None = None) -> None:
+    """Delete the files an unfinished ``run`` left in Parquet targets it did not land in,
+    and (with ``databases``) the staging tables of its database targets (Delta targets
+    need nothing: an uncommitted write is invisible)."""
     for target in _attempted(run):
-        if parquet.is_output(run.outputs[target]):
+        output = run.outputs[target]
+        if parquet.is_output(output):
             parquet.discard(target, run.job, run.run_seq)
+        elif jdbc.is_output(output) and databases is not None:
+            databases.discard(run.job, run.run_seq, output)
 
 
 def _attempted(run: Run) -> list[str]:
     return [t for t, out in run.outputs.items() if out.get("pending") or out.get("written")]
 
 
-def _landed(run: Run, target: str) -> bool:
-    if parquet.is_output(run.outputs[target]):
+def _landed(run: Run, target: str, databases: jdbc.DatabaseTargets | None) -> bool:
+    output = run.outputs[target]
+    if jdbc.is_output(output):
+        return databases is None or databases.landed(run.job, run.run_seq, output)
+    if parquet.is_output(output):
         return parquet.committed(target, run.job, run.run_seq) is not None
     return (log.is_table(target)
             and (log.transaction_version(target, app_id(run.job)) or 0) >= run.run_seq)

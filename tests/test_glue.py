@@ -177,12 +177,15 @@ def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
     assert "create_dynamic_frame.from_catalog(sales.orders): no such table under catalog: " \
         "in conf/deltamark.yaml (tables there: none)" in result.output
     for call, message in [
-            ("write_dynamic_frame.from_jdbc_conf(frame=None, catalog_connection='pg', "
+            ("write_dynamic_frame.from_jdbc_conf(frame=None, catalog_connection='', "
              "connection_options={'dbtable': 't'})",
-             "write_dynamic_frame.from_jdbc_conf(catalog_connection='pg'): not supported by "
-             "deltamark's Glue layer; database sinks are not served yet"),
-            ("write_dynamic_frame_from_options(frame=None, connection_type='postgresql')",
-             "write_dynamic_frame.from_options(connection_type='postgresql'): not supported"),
+             "write_dynamic_frame.from_jdbc_conf(catalog_connection='') without "
+             "connectionName and dbtable: not supported by deltamark's Glue layer; name a "
+             "connection of conf/deltamark.yaml"),
+            ("write_dynamic_frame_from_options(frame=None, connection_type='postgresql', "
+             "connection_options={'connectionName': 'pg', 'dbtable': 't', 'password': 'x'})",
+             "write_dynamic_frame.from_options(connection_type='postgresql') with credentials "
+             "in connection_options: not supported"),
             ("getSource('s3')", "GlueContext.getSource: not supported by deltamark's Glue "
              "layer; the calls served are listed in docs/glue.md.")]:
         script.write_text("from framework.glue.context import GlueContext\n"

@@ -15,6 +15,7 @@ import typer
 from framework.cli._common import library_errors, options
 from framework.config import Settings
 from framework.errors import RunStopped
+from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 
 if TYPE_CHECKING:
@@ -127,6 +128,8 @@ def _describe_write(result: dict, dry_run: bool) -> str:
         return "rolled back"
     if not result.get("written"):
         return "would be written" if dry_run else "nothing written"
+    if jdbc_sink.is_output(result):
+        return f"{result['rows']} rows"
     if parquet.is_output(result):
         kind = result.get("file_format", "parquet")
         return f"{result['files']} {_FILE_FORMATS.get(kind, kind)} files, {result['rows']} rows"

@@ -134,10 +134,7 @@ class _Reader(GlueApi):
                                 bookmark=tracked)
         elif connection_type in _DATABASES:
             if "user" in options or "password" in options:
-                raise GlueUnsupportedError(
-                    "credentials in connection_options", "declare the connection under "
-                    "connections: in conf/deltamark.yaml (password from ${VAR}) and pass "
-                    "connection_options={'connectionName': NAME, 'dbtable': ...}")
+                raise GlueUnsupportedError("credentials in connection_options", _CREDENTIALS)
             df = ctx.read_jdbc(
                 options["dbtable"], connection=options.get("connectionName") or options["url"],
                 transformation_ctx=transformation_ctx or None, bookmark=tracked,
@@ -171,9 +168,9 @@ class _Reader(GlueApi):
 #: Glue's sink formats -> deltamark's file formats (delta is a Delta table)
 _SINK_FORMATS = {"parquet": "parquet", "glueparquet": "parquet", "json": "json", "csv": "csv",
                  "orc": "orc", "avro": "avro", "xml": "xml"}
-_DATABASE_SINKS = ("database sinks are not served yet (exactly once needs the rows and a "
-                   "marker committed in one database transaction); write a Delta table or "
-                   "files, and load the database from them")
+_CREDENTIALS = ("declare the connection under connections: in conf/deltamark.yaml "
+                "(password from ${VAR}) and pass connection_options={'connectionName': NAME, "
+                "'dbtable': ...}")
 #: Glue's write format_options -> Spark writer options
 _WRITE_OPTIONS = {"writeHeader": "header", "separator": "sep", "quoteChar": "quote",
                   "escaper": "escape", "rowTag": "rowTag", "compression": "compression"}
@@ -196,9 +193,8 @@ class _Writer(GlueApi):
         options = dict(connection_options or {})
         kind = (format or "delta").lower()
         if connection_type in _DATABASES:
-            raise GlueUnsupportedError(
-                f"write_dynamic_frame.from_options(connection_type={connection_type!r})",
-                _DATABASE_SINKS)
+            return self._to_database(frame, options, "write_dynamic_frame.from_options("
+                                     f"connection_type={connection_type!r})")
         if connection_type not in ("s3", "delta") or (kind != "delta"
                                                        and kind not in _SINK_FORMATS):
             raise GlueUnsupportedError(
@@ -218,11 +214,29 @@ class _Writer(GlueApi):
         return frame
 
     def from_jdbc_conf(self, frame: DynamicFrame, catalog_connection: str = "",
-                       **_: Any) -> DynamicFrame:
-        """Glue's database sink: not served (see ``_DATABASE_SINKS``)."""
-        raise GlueUnsupportedError(
-            f"write_dynamic_frame.from_jdbc_conf(catalog_connection={catalog_connection!r})",
-            _DATABASE_SINKS)
+                       connection_options: Mapping[str, Any] | None = None,
+                       transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        """Append ``frame`` to ``connection_options["dbtable"]`` through the connection
+        of conf named ``catalog_connection`` (``database`` switches to another database
+        of its server), exactly once per run (``JobContext.write_jdbc``)."""
+        return self._to_database(
+            frame, {**(connection_options or {}), "connectionName": catalog_connection},
+            f"write_dynamic_frame.from_jdbc_conf(catalog_connection={catalog_connection!r})")
+
+    def _to_database(self, frame: DynamicFrame, options: Mapping[str, Any], call: str
+                     ) -> DynamicFrame:
+        if "user" in options or "password" in options:
+            raise GlueUnsupportedError(f"{call} with credentials in connection_options",
+                                       _CREDENTIALS)
+        if not options.get("connectionName") or not options.get("dbtable"):
+            raise GlueUnsupportedError(
+                f"{call} without connectionName and dbtable", "name a connection of "
+                "conf/deltamark.yaml: connection_options={'connectionName': NAME, "
+                "'dbtable': 'schema.table'}")
+        self._glue._ctx.write_jdbc(frame.toDF(), str(options["dbtable"]),
+                                   connection=str(options["connectionName"]),
+                                   database=options.get("database") or None)
+        return frame
 
     def from_catalog(self, frame: DynamicFrame, database: str = "", table_name: str = "",
                      transformation_ctx: str = "",

@@ -36,9 +36,9 @@ from framework.redaction import redact, remember_credentials, remember_secret
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SOURCE_KIND", "Connection", "JdbcPlan", "JdbcSource", "connect", "description",
-           "plan_jdbc", "read_jdbc", "resolve_connection", "rows_ahead",
-           "settings_connections"]
+__all__ = ["SOURCE_KIND", "Connection", "Database", "JdbcPlan", "JdbcSource", "Transaction",
+           "connect", "description", "java_message", "plan_jdbc", "read_jdbc",
+           "resolve_connection", "rows_ahead", "settings_connections"]
 
 SOURCE_KIND = "jdbc"
 
@@ -297,12 +297,7 @@ class Database:
             try:
                 if limit is not None:
                     statement.setMaxRows(limit)
-                result = statement.executeQuery(sql)
-                width = result.getMetaData().getColumnCount()
-                found = []
-                while result.next():
-                    found.append(tuple(result.getString(i) for i in range(1, width + 1)))
-                return found
+                return _fetched(statement.executeQuery(sql))
             finally:
                 statement.close()
 
@@ -321,6 +316,38 @@ class Database:
                     return tuple(column for _, column in sorted(found))
         return ()
 
+    def execute(self, sql: str) -> None:
+        """Run one statement on its own (autocommit), e.g. DDL."""
+        with self._calling(sql):
+            statement = self._conn.createStatement()
+            try:
+                statement.execute(sql)
+            finally:
+                statement.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Statements committed together when the block ends, or rolled back if it raises."""
+        self._conn.setAutoCommit(False)
+        try:
+            yield Transaction(self)
+            with self._calling("COMMIT"):
+                self._conn.commit()
+        except BaseException:
+            self._conn.rollback()
+            raise
+        finally:
+            self._conn.setAutoCommit(True)
+
+    def _prepared(self, sql: str, parameters: Sequence[Any]) -> Any:
+        statement = self._conn.prepareStatement(sql)
+        for i, value in enumerate(parameters, start=1):
+            if isinstance(value, int):
+                statement.setLong(i, value)
+            else:
+                statement.setString(i, value)
+        return statement
+
     @contextlib.contextmanager
     def _calling(self, what: str) -> Iterator[None]:
         from py4j.protocol import Py4JJavaError
@@ -329,7 +356,41 @@ class Database:
             yield
         except Py4JJavaError as exc:
             raise DatabaseError(self.connection.display,
-                                f"{_java_message(exc)} (in: {_shorten(what)})") from None
+                                f"{java_message(exc)} (in: {_shorten(what)})") from None
+
+
+class Transaction:
+    """Parameterised statements in one of ``Database.transaction``'s transactions."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def query(self, sql: str, *parameters: str | int) -> list[tuple[str | None, ...]]:
+        """The result's rows, values as the database's text."""
+        with self._db._calling(sql):
+            statement = self._db._prepared(sql, parameters)
+            try:
+                return _fetched(statement.executeQuery())
+            finally:
+                statement.close()
+
+    def update(self, sql: str, *parameters: str | int) -> int:
+        """Run a statement: the rows it changed."""
+        with self._db._calling(sql):
+            statement = self._db._prepared(sql, parameters)
+            try:
+                return statement.executeUpdate()
+            finally:
+                statement.close()
+
+
+def _fetched(result: Any) -> list[tuple[str | None, ...]]:
+    """A JDBC result set's rows, values as the database's text."""
+    width = result.getMetaData().getColumnCount()
+    found = []
+    while result.next():
+        found.append(tuple(result.getString(i) for i in range(1, width + 1)))
+    return found
 
 
 @contextlib.contextmanager
@@ -354,7 +415,7 @@ def connect(spark: SparkSession, connection: Connection) -> Iterator[Database]:
     try:
         jvm_connection = driver.connect(connection.url, properties)
     except Py4JJavaError as exc:
-        raise DatabaseError(connection.display, f"cannot connect: {_java_message(exc)}"
+        raise DatabaseError(connection.display, f"cannot connect: {java_message(exc)}"
                             ) from None
     if jvm_connection is None:
         raise DatabaseError(connection.display, f"{driver_class} does not accept this URL")
@@ -373,7 +434,7 @@ def _missing_driver(driver_class: str) -> str:
             f"spark.conf spark.jars in conf/deltamark.yaml{hint}")
 
 
-def _java_message(exc: Exception) -> str:
+def java_message(exc: Exception) -> str:
     java = getattr(exc, "java_exception", None)
     message = java.getMessage() if java is not None else None
     return (message or str(exc)).strip().splitlines()[0]
@@ -645,7 +706,7 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
     try:
         return reader.load()
     except Py4JJavaError as exc:
-        raise DatabaseError(connection.display, f"cannot read: {_java_message(exc)}") from None
+        raise DatabaseError(connection.display, f"cannot read: {java_message(exc)}") from None
 
 
 # --- planning ahead, without Spark ----------------------------------------------------------

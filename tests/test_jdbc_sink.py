@@ -1,0 +1,139 @@
+"""Database targets on a real PostgreSQL server: a Glue script's JDBC sink appends each
+run's rows exactly once, whatever crashes, and a replay or a later run finds the marks."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from framework.cli import app
+from framework.faults import CRASH_ENV
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = '''\
+import sys
+from awsglue.transforms import *
+from awsglue.utils import getResolvedOptions
+from pyspark.context import SparkContext
+from awsglue.context import GlueContext
+from awsglue.job import Job
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "source", "lake"])
+glueContext = GlueContext(SparkContext())
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+orders = glueContext.create_dynamic_frame.from_options(
+    connection_type="s3", connection_options={"paths": [args["source"]]}, format="json",
+    transformation_ctx="orders")
+mapped = ApplyMapping.apply(frame=orders, mappings=[
+    ("id", "long", "order_id", "long"), ("amount", "double", "amount", "double")])
+glueContext.write_dynamic_frame.from_options(
+    frame=mapped, connection_type="s3", format="glueparquet",
+    connection_options={"path": args["lake"]})
+glueContext.write_dynamic_frame.from_jdbc_conf(
+    frame=mapped, catalog_connection="warehouse",
+    connection_options={"dbtable": "sales.orders", "database": DATABASE})
+job.commit()
+'''
+
+
+@pytest.fixture
+def project(pg_server, tmp_path, monkeypatch):
+    from databases import available_jars
+
+    db = pg_server.database()
+    db.execute("CREATE SCHEMA sales")
+    conf, source = tmp_path / "conf", tmp_path / "in"
+    conf.mkdir()
+    source.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"),
+        # the connection names another database of the server: from_jdbc_conf switches
+        "connections": {"warehouse": {"url": db.url.rsplit("/", 1)[0] + "/postgres",
+                                      "user": db.user, "password": "${PG_PASSWORD}"}},
+        "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
+    script = tmp_path / "to_postgres.py"
+    script.write_text(SCRIPT.replace("DATABASE", repr(db.url.rsplit("/", 1)[1])))
+    monkeypatch.setenv("PG_PASSWORD", db.password)
+    return db, conf, source, script, tmp_path / "lake"
+
+
+def arguments(project) -> list[str]:
+    _, conf, source, script, lake = project
+    return ["--conf-dir", str(conf), "run", "--script", str(script), "--arg",
+            "JOB_NAME=to_postgres", "--arg", "job-bookmark-option=job-bookmark-enable",
+            "--arg", f"source={source}", "--arg", f"lake={lake}"]
+
+
+def run(project) -> dict:
+    result = CliRunner().invoke(app, [*arguments(project), "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def crash(project, point: str) -> None:
+    env = {**os.environ, CRASH_ENV: point, "PYTHONPATH": str(ROOT)}
+    process = subprocess.run([sys.executable, "-m", "framework", *arguments(project)],
+                             env=env, capture_output=True, text=True, timeout=300)
+    assert process.returncode == -signal.SIGKILL, (point, process.returncode,
+                                                   process.stderr[-2000:])
+
+
+def land(project, name: str, *ids: int) -> None:
+    _, _, source, _, _ = project
+    (source / name).write_text("\n".join(json.dumps({"id": i, "amount": i * 1.5})
+                                         for i in ids))
+
+
+def database_rows(db) -> list[tuple]:
+    return sorted(db.query("SELECT order_id, amount FROM sales.orders"))
+
+
+def test_a_database_sink_appends_each_run_once_through_crashes(spark, project):
+    db = project[0]
+    land(project, "1.json", 1, 2)
+    first = run(project)
+    assert first["outputs"]["jdbc://warehouse/sales.orders"]["rows"] == 2
+    assert database_rows(db) == [(1, 1.5), (2, 3.0)]
+    assert run(project)["status"] == "skipped"  # nothing new
+
+    # killed with the rows staged: the Parquet target had landed, so the run is replayed
+    land(project, "2.json", 3)
+    crash(project, "staged:2")
+    assert database_rows(db) == [(1, 1.5), (2, 3.0)]
+    replayed = run(project)
+    assert replayed["recovered"]["action"] == "replayed"
+    assert database_rows(db) == [(1, 1.5), (2, 3.0), (3, 4.5)]
+
+    # killed after the rows landed, before the run was recorded: the replay finds the mark
+    land(project, "3.json", 4, 5)
+    crash(project, "target_committed:2")
+    assert run(project)["recovered"]["action"] == "replayed"
+    expected = [(i, i * 1.5) for i in range(1, 6)]
+    assert database_rows(db) == expected
+    assert sorted(r.order_id for r in spark.read.parquet(str(project[4])).collect()) == \
+        [1, 2, 3, 4, 5]
+    marks = db.query("SELECT run_seq, row_count FROM sales.deltamark_commits ORDER BY run_seq")
+    assert [rows for _, rows in marks] == [2, 1, 2]
+    assert db.query("SELECT table_name FROM information_schema.tables WHERE table_name "
+                    "LIKE 'deltamark_stage_%'") == []  # no staging table left
+
+    # a rewind cannot take rows back from a database table: it says so, and changes nothing
+    _, conf, *_ = project
+    result = CliRunner().invoke(app, ["--conf-dir", str(conf), "bookmarks", "rewind",
+                                      "to_postgres", "--to-run", first["run_id"],
+                                      "--restore-targets"])
+    assert result.exit_code == 1
+    assert "jdbc://warehouse/sales.orders are database tables" in result.output
+    assert database_rows(db) == expected
