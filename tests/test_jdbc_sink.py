@@ -137,3 +137,67 @@ def test_a_database_sink_appends_each_run_once_through_crashes(spark, project):
     assert result.exit_code == 1
     assert "jdbc://warehouse/sales.orders are database tables" in result.output
     assert database_rows(db) == expected
+
+
+PERSONS = [
+    {"id": "p1", "name": "Ann Lee", "contact_details": [{"type": "twitter", "value": "@ann"}],
+     "other_names": [{"name": "Annie", "lang": "en"}, {"name": "Ana", "lang": "es"}]},
+    {"id": "p2", "name": "Bo Chan", "contact_details": [], "other_names": []}]
+MEMBERSHIPS = [{"person_id": "p1", "organization_id": "o1", "on_behalf_of_id": "party/d"},
+               {"person_id": "p2", "organization_id": "o2", "on_behalf_of_id": "party/r"}]
+ORGANIZATIONS = [{"id": "o1", "name": "House", "classification": "legislature",
+                  "other_names": [{"name": "Lower"}], "identifiers": [{"scheme": "x"}]},
+                 {"id": "o2", "name": "Senate", "classification": "legislature",
+                  "other_names": [], "identifiers": []}]
+
+
+def test_aws_glue_samples_join_and_relationalize_writes_its_tables_to_postgresql(
+        spark, pg_server, tmp_path):
+    """aws-glue-samples' join_and_relationalize.py, as published but for its data
+    locations: its Redshift sink (from_jdbc_conf to connection redshift3, database testdb)
+    writes the relationalized tables to PostgreSQL."""
+    import psycopg
+    from databases import available_jars
+
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS testdb")
+        conn.execute("CREATE DATABASE testdb")
+    catalog = {}
+    for table, rows in [("persons_json", PERSONS), ("memberships_json", MEMBERSHIPS),
+                        ("organizations_json", ORGANIZATIONS)]:
+        (tmp_path / table).mkdir()
+        (tmp_path / table / "part.json").write_text("\n".join(map(json.dumps, rows)))
+        catalog[f"legislators.{table}"] = {"location": str(tmp_path / table), "format": "json"}
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"), "catalog": catalog,
+        "connections": {"redshift3": {"url": f"jdbc:postgresql://127.0.0.1:{pg_server.port}/"
+                                              "postgres", "user": pg_server.user,
+                                       "password": pg_server.password}},
+        "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
+    script = tmp_path / "join_and_relationalize.py"
+    text = (Path(__file__).with_name("glue_scripts") / script.name).read_text()
+    script.write_text(text.replace("s3://glue-sample-target/", f"{tmp_path}/"))
+
+    result = CliRunner().invoke(app, ["--conf-dir", str(conf), "run", "--script",
+                                      str(script), "--arg", "JOB_NAME=legislators"])
+    assert result.exit_code == 0, result.output
+
+    def query(sql):
+        with psycopg.connect(pg_server.dsn("testdb")) as conn:
+            return sorted(conn.execute(sql).fetchall())
+
+    assert query("SELECT name, org_name, on_behalf_of_id FROM hist_root") == [
+        ("Ann Lee", "House", "party/d"), ("Bo Chan", "Senate", "party/r")]
+    # the child tables join back on Relationalize's keys (deterministic in deltamark)
+    assert query('SELECT r.name, c."contact_details.val.value" FROM hist_root r JOIN '
+                 "hist_root_contact_details c ON c.id = r.contact_details") == [
+        ("Ann Lee", "@ann")]
+    assert query('SELECT r.name, o."other_names.val.name" FROM hist_root r JOIN '
+                 "hist_root_other_names o ON o.id = r.other_names") == [
+        ("Ann Lee", "Ana"), ("Ann Lee", "Annie")]
+    assert query("SELECT target_table, row_count FROM deltamark_commits") == [
+        ("hist_root", 2), ("hist_root_contact_details", 1), ("hist_root_other_names", 2)]
+    history = spark.read.parquet(str(tmp_path / "output-dir" / "legislator_history"))
+    assert sorted(r.name for r in history.collect()) == ["Ann Lee", "Bo Chan"]
