@@ -610,7 +610,7 @@ class JobContext:
                 self.log.info("%s: no rows to write: no commit", target)
             self._outputs[key] = {"target": target, "written": False, **output}
             return WriteResult(version=self.run_seq, skipped=True)
-        connection = self._database_connection(output)
+        connection = jdbc_sink.output_connection(output, self._connections)
         rows = jdbc_sink.stage(self.spark, df, connection, output["table"],
                                job=self.job_name, run_seq=self.run_seq)
         crash_point("staged")
@@ -627,10 +627,10 @@ class JobContext:
             output = self._outputs[key]
             planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
             planned()
+            connection = jdbc_sink.output_connection(output, self._connections)
             rows, replayed = jdbc_sink.land(
-                self.spark, self._database_connection(output), output["table"],
-                job=self.job_name, run_id=self.run_id, run_seq=self.run_seq,
-                record=self._record())
+                self.spark, connection, output["table"], job=self.job_name,
+                run_id=self.run_id, run_seq=self.run_seq, record=self._record())
             self.log.info("%s %s (%d rows)", "found run already in" if replayed else "wrote",
                           output["target"], rows if not replayed else output["rows"])
             self._outputs[key] = {**{k: v for k, v in output.items() if k != "pending"},
@@ -638,9 +638,6 @@ class JobContext:
             if self._hooks:
                 self._hooks.after_target_write(self)
         self._staged.clear()
-
-    def _database_connection(self, output: Mapping[str, Any]) -> jdbc.Connection:
-        return jdbc_sink.DatabaseTargets(self.spark, self._connections).connection(output)
 
     def _checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
                        write: Callable[[DataFrame], WriteResult]) -> WriteResult:

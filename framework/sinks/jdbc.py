@@ -30,8 +30,8 @@ from framework.sources.jdbc import Connection, Database, Transaction, connect, j
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["MARKS_TABLE", "OUTPUT_TAG", "DatabaseTargets", "is_output", "land", "stage",
-           "target_key"]
+__all__ = ["MARKS_TABLE", "OUTPUT_TAG", "DatabaseTargets", "check_table_name", "is_output",
+           "land", "output_connection", "stage", "target_key", "with_database"]
 
 log = logging.getLogger(__name__)
 
@@ -158,14 +158,16 @@ class DatabaseTargets:
         with connect(self.spark, connection) as db:
             _drop(db, _staging(table, job, run_seq))
 
-    def connection(self, output: Mapping[str, Any]) -> Connection:
-        """The connection to a database target's database."""
-        connection = self.connections(output["connection"])
-        database = output.get("database")
-        return with_database(connection, database) if database else connection
-
     def _target(self, output: Mapping[str, Any]) -> tuple[Connection, str]:
-        return self.connection(output), output["table"]
+        return output_connection(output, self.connections), output["table"]
+
+
+def output_connection(output: Mapping[str, Any], connections: Callable[[str], Connection]
+                      ) -> Connection:
+    """The connection to the database of a run's database target (its output entry)."""
+    connection = connections(output["connection"])
+    database = output.get("database")
+    return with_database(connection, database) if database else connection
 
 
 def with_database(connection: Connection, database: str) -> Connection:
