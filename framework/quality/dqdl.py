@@ -25,10 +25,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from framework.quality.rules import Expectation, Rule
+from framework.quality.rules import Rule, parse_rule
 
 __all__ = ["DQDL_RULE_TYPES", "DqdlError", "Ruleset", "parse_ruleset"]
 
@@ -341,25 +341,15 @@ class _Builder:
                             node.threshold)
 
     def _is_unique(self, node: _Simple) -> Rule:
-        column = self._column(node, condition=False)
-        return Rule(node.kind, node.text,
-                    (("ExpectColumnValuesToBeUnique", {"column": column}),),
-                    ("unique", (column,), False))
+        return _yaml_kind(node, self._column(node, condition=False))
 
     def _is_primary_key(self, node: _Simple) -> Rule:
-        columns = self._columns(node)
-        unique: Expectation = (
-            ("ExpectColumnValuesToBeUnique", {"column": columns[0]}) if len(columns) == 1
-            else ("ExpectCompoundColumnsToBeUnique", {"column_list": list(columns)}))
-        return Rule(node.kind, node.text,
-                    (*(("ExpectColumnValuesToNotBeNull", {"column": c}) for c in columns),
-                     unique), ("unique", columns, True))
+        return _yaml_kind(node, list(self._columns(node)))
 
     # --- dataset-level rules ----------------------------------------------------------
 
     def _column_exists(self, node: _Simple) -> Rule:
-        column = self._column(node, condition=False)
-        return Rule(node.kind, node.text, (("ExpectColumnToExist", {"column": column}),))
+        return _yaml_kind(node, self._column(node, condition=False))
 
     def _row_count(self, node: _Simple) -> Rule:
         return self._metric(node, {}, "Dataset.*.RowCount")
@@ -443,6 +433,12 @@ class _Builder:
         if numeric and self.types.get(column) == "string":
             return f"try_cast({quoted} AS DOUBLE)"
         return quoted
+
+
+def _yaml_kind(node: _Simple, argument: Any) -> Rule:
+    """The YAML kind of the same name (``rules.parse_rule``), with DQDL's text: IsUnique,
+    IsPrimaryKey and ColumnExists mean the same in both."""
+    return replace(parse_rule({node.kind: argument}), text=node.text)
 
 
 def _row_rule(kind: str, text: str, predicate: str) -> Rule:
