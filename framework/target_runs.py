@@ -104,7 +104,7 @@ def runs_in(target: str, job: str, *, after_seq: int = 0) -> list[TargetRun]:
     directory) with a run_seq above ``after_seq``, oldest first. A database table is not
     read here (it needs its connection): its own commit checks its marks
     (``framework.sinks.jdbc.land``)."""
-    if target.startswith("jdbc://"):
+    if jdbc.is_target(target):
         return []
     if log.is_table(target):
         newest = log.transaction_version(target, app_id(job)) or 0

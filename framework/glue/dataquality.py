@@ -112,7 +112,7 @@ def _failure_reason(outcome: RuleOutcome, parsed: Ruleset, rows: int) -> str | N
     if outcome.outcome == "error":
         return f"Rule could not be evaluated: {outcome.message}"
     if outcome.rule.row_level:
-        return f"{(outcome.unexpected_count or 0)} of {rows} rows do not meet the rule"
+        return f"{outcome.unexpected_count or 0} of {rows} rows do not meet the rule"
     if outcome.rule.text in parsed.metrics:
         return f"Value: {outcome.observed} does not meet the constraint requirement"
     return "The value does not meet the constraint requirement"
@@ -129,8 +129,6 @@ def _metrics(outcome: RuleOutcome, parsed: Ruleset, rows: int) -> dict[str, floa
     if outcome.rule.row_level:
         return {"Compliance": 1 - (outcome.unexpected_count or 0) / rows}
     return {}
-
-
 
 
 def _row_level_outcomes(df: DataFrame, outcomes: list[RuleOutcome]) -> DataFrame:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["MARKS_TABLE", "OUTPUT_TAG", "DatabaseTargets", "check_table_name", "is_output",
-           "land", "output_connection", "stage", "target_key", "with_database"]
+           "is_target", "land", "output_connection", "stage", "target_key", "with_database"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,11 @@ _NAME = re.compile(r'(?:[A-Za-z_][A-Za-z0-9_$]*|"[^"]+"|`[^`]+`)'
 def target_key(connection: str, table: str) -> str:
     """How a run names a database target: ``jdbc://<connection>/<table>``."""
     return f"jdbc://{connection}/{table}"
+
+
+def is_target(target: str) -> bool:
+    """Whether ``target`` (a run's name for a target) is a database table."""
+    return target.startswith("jdbc://")
 
 
 def is_output(output: Mapping[str, Any]) -> bool:
