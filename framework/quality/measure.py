@@ -2,7 +2,7 @@
 
 Left to itself, great-expectations runs a Spark job per column (its metrics filter each
 column's NULLs first) and one more per uniqueness rule, so ten rules read the rows about
-ten times. ``measure`` computes those counts in at most three jobs instead: every row-level
+ten times. ``measure`` computes those counts in at most three concurrent jobs: every row-level
 test becomes a column and one aggregation sums them all; distinct counts (Uniqueness) take
 a second aggregation; a window per uniqueness key counts each key's rows, over the key
 columns alone (what crosses its shuffle is the keys, not the tests). GX still evaluates
@@ -162,18 +162,31 @@ class _Plan:
 
     def run(self, df: DataFrame) -> tuple[int, list[Any]]:
         """The row count, and each metric's value (a pair for a uniqueness key: its rows
-        sharing their values with others, and its rows not all NULL)."""
-        from pyspark.sql import functions as F
+        sharing their values with others, and its rows not all NULL). The passes run as
+        concurrent Spark jobs: alone, each leaves cores idle at its stage boundaries."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        [row] = df.agg(F.count(F.lit(1)), *map(F.count_if, self.tests.values())).collect()
-        found = dict(zip(self.tests, row[1:], strict=True))
-        if distinct := [c for m, *_, c in self.metrics if m == "column.distinct_values.count"]:
-            found |= zip(distinct, df.agg(*(F.count_distinct(_col(c)) for c in distinct)
-                                          ).collect()[0], strict=True)
+        from pyspark.sql import functions as F
+        from pyspark.util import inheritable_thread_target
+
+        distinct = [c for m, *_, c in self.metrics if m == "column.distinct_values.count"]
+        passes = {"tests": lambda: df.agg(F.count(F.lit(1)),
+                                          *map(F.count_if, self.tests.values())).collect()[0]}
+        if distinct:
+            passes["distinct"] = lambda: df.agg(*(F.count_distinct(_col(c))
+                                                  for c in distinct)).collect()[0]
         if self.keys:
-            found |= zip(map(_key_rows, range(len(self.keys))), self._key_counts(df),
-                         strict=True)
-        return row[0], [found[source] for *_, source in self.metrics]
+            passes["keys"] = lambda: self._key_counts(df)
+        with ThreadPoolExecutor(len(passes), thread_name_prefix="deltamark-measure") as pool:
+            # local properties (scheduler pool, job group) follow the jobs into the threads
+            running = {name: pool.submit(inheritable_thread_target(job))
+                       for name, job in passes.items()}
+        found = {name: job.result() for name, job in running.items()}
+        row = found["tests"]
+        values = dict(zip(self.tests, row[1:], strict=True))
+        values |= zip(distinct, found.get("distinct", ()), strict=True)
+        values |= zip(map(_key_rows, range(len(self.keys))), found.get("keys", ()), strict=True)
+        return row[0], [values[source] for *_, source in self.metrics]
 
     def _key_counts(self, df: DataFrame) -> list[tuple[int, int]]:
         """For each uniqueness key: its rows sharing their values with others (GX's
@@ -185,9 +198,13 @@ class _Plan:
         columns = list(dict.fromkeys(c for key in self.keys for c in key))
         frame = df.select(*(_col(c).alias(f"__deltamark_key_{i}")
                             for i, c in enumerate(columns)))
+        partitions = _shuffle_partitions(df)
         aggregates = []
         for i, key in enumerate(self.keys):
             parts = [F.col(f"__deltamark_key_{columns.index(c)}") for c in key]
+            if partitions:  # else adaptive execution packs the keys into as many partitions
+                # as cores, and each partition's sort spills to disk
+                frame = frame.repartition(partitions, *parts)
             frame = frame.withColumn(_key_rows(i), F.count(F.lit(1)).over(
                 Window.partitionBy(*parts)))
             present = ~_every(part.isNull() for part in parts)
@@ -233,6 +250,12 @@ def _columns(rule: Rule) -> tuple[str, ...]:
         [(_, kwargs)] = rule.expectations
         return (kwargs["column"],) if "column" in kwargs else ()  # DQDL's is SQL
     return ()
+
+
+def _shuffle_partitions(df: DataFrame) -> int | None:
+    """``spark.sql.shuffle.partitions`` when it is a number."""
+    setting = df.sparkSession.conf.get("spark.sql.shuffle.partitions")
+    return int(setting) if setting and setting.isdigit() else None
 
 
 def _key_rows(i: int) -> str:
