@@ -159,7 +159,8 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
 
 
 def test_a_rewind_through_the_page_changes_the_bookmark_as_the_cli_would(
-        page, served, demo, tmp_path):
+        page, served, demo, tmp_path, monkeypatch):
+    monkeypatch.chdir(Path(demo.state_root).parent)  # the conf's relative paths, as served
     store = StateStore(demo.state_root)
     first = next(r for r in store.runs("orders_silver") if r.status == "succeeded")
     # what the CLI's rewind does, on a copy of the state
@@ -192,6 +193,12 @@ def test_a_rewind_through_the_page_changes_the_bookmark_as_the_cli_would(
     page.locator("form#confirm button").click()
     assert page.get_by_text(f"rewound to run {first.run_seq}").count() == 1
     assert {b.context: b.state for b in store.bookmarks("orders_silver")} == expected
+    # confirmed with --restore-targets, the later write leaves the target
+    page.locator("form#rewind select[name=to_run]").select_option(first.run_id)
+    page.locator("form#rewind input[name=restore_targets]").check()
+    page.locator("form#rewind button").click()
+    page.locator("form#confirm button").click()
+    assert page.get_by_text(f"restored {target}").count() == 1
     assert page.problems == []
 
 

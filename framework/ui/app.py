@@ -129,7 +129,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
         done = admin.rewind(settings, job, to_run=to_run, context=context,
                             restore_targets=restore)
         said = f"rewound to run {done.to_run.run_seq}" + (
-            f"; restored {', '.join(done.restored)}" if done.restored else "")
+            f"; restored {', '.join(t.target for t in done.restored)}" if done.restored else "")
         return redirect(url_for("job", job=job, done=said))
 
     @app.post("/jobs/<job>/reset")
