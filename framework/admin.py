@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from framework.config import Settings
-from framework.delta import log
 from framework.errors import (
     JobNotFoundError,
     RepairError,
@@ -24,34 +23,15 @@ from framework.errors import (
     WorkflowNotFoundError,
 )
 from framework.lease import job_lease
-from framework.sinks import jdbc as jdbc_sink
-from framework.sinks import parquet
-from framework.target_runs import TargetRun, discard_unlanded, landed_targets, runs_in
+from framework.sinks import target_of
+from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
+from framework.target_runs import discard_unlanded, landed_targets, runs_in
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import StateStore
 
-__all__ = ["PrunedTarget", "Repair", "RepairedRun", "RestoredTarget", "Rewind", "abort_run",
+__all__ = ["Repair", "RepairedRun", "Rewind", "abort_run",
            "bookmark_history", "glue_bookmark_entry", "repair", "require_job",
            "require_workflow", "reset", "rewind"]
-
-
-@dataclass(frozen=True)
-class RestoredTarget:
-    """A target returned to its content right after the run rewound to."""
-
-    target: str
-    from_version: int
-    to_version: int | None  # None: the table was created later, so it is now emptied
-    new_version: int
-
-
-@dataclass(frozen=True)
-class PrunedTarget:
-    """A Parquet target whose files from runs after the run rewound to were deleted."""
-
-    target: str
-    removed_runs: tuple[int, ...]
-    removed_files: int
 
 
 @dataclass(frozen=True)
@@ -200,47 +180,17 @@ def _reset_row(job: str, context: str, seq: int, now: datetime) -> Bookmark:
 
 def _restore_targets(job: str, run: Run, runs: Sequence[Run]
                      ) -> list[RestoredTarget | PrunedTarget]:
-    """Check every Delta target first; act only when none has a foreign commit since
-    ``run``. Parquet targets lose this job's files of later runs (no one else's)."""
-    written = {t: out for r in runs if r.run_seq >= run.run_seq
-               for t, out in r.outputs.items() if out.get("written")}
-    if databases := sorted(t for t, out in written.items() if jdbc_sink.is_output(out)):
+    """Check every target the job wrote since ``run`` first (``Target.restore_blockers``:
+    another writer's commits, a database table); restore them only when none objects."""
+    written = {key: output for r in runs if r.run_seq >= run.run_seq
+               for key, output in r.outputs.items() if output.get("written")}
+    targets = [target_of(key, written[key]) for key in sorted(written)]
+    if blockers := [b for t in targets for b in t.restore_blockers(job, run.run_seq)]:
         raise RewindError(
-            job, f"not restoring the targets: {', '.join(databases)} are database tables, "
-            "whose rows deltamark cannot take back. Nothing was changed; delete the later "
-            "runs' rows by hand (deltamark_commits lists them), or rewind without "
-            "--restore-targets.")
-    targets = sorted(t for t, out in written.items() if not parquet.is_output(out))
-    plans, foreign = [], []
-    for target in targets:
-        if not log.is_table(target):
-            continue
-        commits = log.history(target)  # newest first
-        mine = {c.version: c.user_metadata.get("deltamark", {}) for c in commits}
-        keep = next((c.version for c in commits
-                     if mine[c.version].get("job") == job
-                     and mine[c.version].get("run_seq", 0) <= run.run_seq), None)
-        later = [c for c in commits if keep is None or c.version > keep]
-        foreign += [f"{target} v{c.version} ({c.operation} at {c.timestamp:%Y-%m-%d %H:%M:%S})"
-                    for c in later if not _by_deltamark(c, job)]
-        if later:
-            plans.append((target, commits[0].version, keep))
-    if foreign:
-        raise RewindError(
-            job, "not restoring the targets: other writers committed to them after run "
-            f"{run.run_id}: {'; '.join(foreign)}. Nothing was changed; restore them by "
-            "hand, or rewind without --restore-targets.")
-    restored: list[RestoredTarget | PrunedTarget] = []
-    for target in sorted(t for t, out in written.items() if parquet.is_output(out)):
-        if removed := parquet.remove_runs_after(target, job, run.run_seq):
-            restored.append(PrunedTarget(target, tuple(c.run_seq for c in removed),
-                                         sum(len(c.files) for c in removed)))
-    for target, current, keep in plans:
-        tag = {"deltamarkRestore": {"job": job, "to_run": run.run_id}}
-        new = (log.restore(target, keep, user_metadata=tag) if keep is not None
-               else log.delete_all(target, user_metadata=tag))
-        restored.append(RestoredTarget(target, current, keep, new))
-    return restored
+            job, f"not restoring the targets since run {run.run_id}: {'; '.join(blockers)}. "
+            "Nothing was changed; restore them by hand, or rewind without --restore-targets.")
+    return [restored for t in targets
+            if (restored := t.restore(job, run.run_seq, run.run_id)) is not None]
 
 
 @dataclass(frozen=True)
@@ -306,23 +256,13 @@ def _lost_run(job: str, seq: int, held: Sequence[TargetRun], searched: Sequence[
         raise RepairError(job, f"run {seq} ({newest.run_id}) in {newest.target} cannot be "
                           f"rebuilt: {exc}. Nothing was recorded; rewind to an earlier run "
                           "with --restore-targets instead.") from exc
-    outputs = {h.target: ({"written": True, "version": h.version} if h.version is not None
-                          else {**parquet.OUTPUT_TAG, "written": True}) for h in held}
+    outputs = {h.target: h.output for h in held}
     run = Run(job=job, run_id=newest.run_id, run_seq=seq, status="succeeded",
               mode=newest.record.get("mode", "enable"), started_at=min(
                   h.committed_at for h in held), ended_at=newest.committed_at,
               outputs=outputs, recovery="repaired")
     missing = tuple(t for t in searched if t not in outputs)
     return RepairedRun(run, tuple(plan[0]), missing), plan
-
-
-def _by_deltamark(commit: log.Commit, job: str) -> bool:
-    """Whether ``job``'s runs or deltamark's actions on them made this target commit: a
-    run's write, the rollback of a rejected run, or a restore."""
-    meta = commit.user_metadata
-    return (meta.get("deltamark", {}).get("job") == job
-            or meta.get("deltamarkRollback", {}).get("job") == job
-            or "deltamarkRestore" in meta)
 
 
 def bookmark_history(store: StateStore, job: str, context: str | None = None

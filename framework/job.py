@@ -42,11 +42,12 @@ from framework.faults import crash_point
 from framework.modes import BookmarkOptions
 from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
+from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from framework.sources.malformed import BadRecords
-from framework.target_runs import app_id, check_target_write, run_record
+from framework.target_runs import check_target_write, run_record
 from state_tables.model import Bookmark, DqResult, ProcessedFile, Watermark
 from state_tables.store import StateStore
 

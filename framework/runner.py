@@ -40,7 +40,6 @@ from typing import TYPE_CHECKING, Any
 
 from framework import preflight
 from framework.config import Settings
-from framework.delta import log
 from framework.errors import (
     BookmarkOptionError,
     DataQualityError,
@@ -55,10 +54,14 @@ from framework.lease import job_lease
 from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
 from framework.sinks import jdbc as jdbc_sink
-from framework.sinks import parquet
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import settings_connections
-from framework.target_runs import check_state_knows, discard_unlanded, landed_targets
+from framework.target_runs import (
+    attempted_targets,
+    check_state_knows,
+    discard_unlanded,
+    landed_targets,
+)
 from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
 from state_tables.store import StateStore
 
@@ -270,31 +273,19 @@ def _roll_back(ctx: JobContext, run: Run) -> list[str]:
     """Undo the writes of ``run`` that landed before a data-quality gate rejected a later
     one, so the run fails whole and is not replayed (the gate would reject it again).
 
-    A Delta target returns to its version before the run's commit (a RESTORE, or emptied
-    if the run created it), only if that commit is still its newest; a Parquet target
-    loses the run's files. A target that cannot be undone stays written, and the run is
-    replayed as after any failure. Returns the targets rolled back.
+    Each landed target undoes the run's commit (``Target.roll_back``): a Delta target
+    returns to its version before it (a RESTORE, or emptied if the run created it), only
+    if that commit is still its newest; a Parquet target loses the run's files; a
+    database target never received the rows. A target that cannot be undone stays
+    written, and the run is replayed as after any failure. Returns the targets rolled back.
     """
     undone = []
     attempt = dataclasses.replace(run, outputs=ctx.outputs())
-    for target in landed_targets(attempt):
-        if jdbc_sink.is_output(attempt.outputs[target]):
-            continue  # its rows land only after the job's code returned: they never did
-        if parquet.is_output(attempt.outputs[target]):
-            parquet.remove_runs_after(target, run.job, run.run_seq - 1)
-        else:
-            newest = log.history(target, limit=1)[0]
-            mine = newest.user_metadata.get("deltamark", {})
-            if (mine.get("job"), mine.get("run_seq")) != (run.job, run.run_seq):
-                ctx.log.warning("cannot roll back %s: another writer committed since", target)
-                continue
-            tag = {"deltamarkRollback": {"job": run.job, "run_id": run.run_id}}
-            if newest.version == 0:
-                log.delete_all(target, user_metadata=tag)
-            else:
-                log.restore(target, newest.version - 1, user_metadata=tag)
-        ctx.rolled_back(target)
-        undone.append(target)
+    for target in attempted_targets(attempt):
+        if target.landed(run.job, run.run_seq) and target.roll_back(run.job, run.run_seq,
+                                                                    run.run_id):
+            ctx.rolled_back(target.key)
+            undone.append(target.key)
     return undone
 
 

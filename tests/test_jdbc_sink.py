@@ -135,7 +135,7 @@ def test_a_database_sink_appends_each_run_once_through_crashes(spark, project):
                                       "to_postgres", "--to-run", first["run_id"],
                                       "--restore-targets"])
     assert result.exit_code == 1
-    assert "jdbc://warehouse/sales.orders are database tables" in result.output
+    assert "jdbc://warehouse/sales.orders is a database table" in result.output
     assert database_rows(db) == expected
 
 

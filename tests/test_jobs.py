@@ -18,7 +18,7 @@ from framework.errors import (
     MissingContextError,
     SourceError,
 )
-from framework.target_runs import app_id
+from framework.sinks.delta import app_id
 
 pytestmark = pytest.mark.spark
 

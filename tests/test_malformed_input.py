@@ -7,7 +7,7 @@ import pytest
 
 from framework.delta import delta_engine, log
 from framework.errors import JobFailedError, SourceError
-from framework.target_runs import app_id
+from framework.sinks.delta import app_id
 
 pytestmark = pytest.mark.spark
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -70,6 +71,15 @@ def test_restore_refuses_when_another_writer_committed(ws, three_runs, delta_pat
     assert f"{ws.target} v{before}" in str(refused.value) and "Nothing was changed" in str(
         refused.value)
     assert engine.version(ws.target) == before
+    assert ws.store.bookmarks("copy")[0].run_seq == 3  # no rewind recorded
+
+
+def test_restore_refuses_when_a_target_is_gone(ws, three_runs, tmp_path):
+    moved = tmp_path / "moved"
+    Path(ws.target).rename(moved)
+    with pytest.raises(RewindError) as refused:
+        admin.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
+    assert f"{ws.target} is not a Delta table here" in str(refused.value)
     assert ws.store.bookmarks("copy")[0].run_seq == 3  # no rewind recorded
 
 

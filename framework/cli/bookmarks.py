@@ -7,6 +7,7 @@ import typer
 
 from framework import admin
 from framework.cli._common import library_errors, options, plain, render
+from framework.sinks.target import PrunedTarget
 from framework.status import describe_bookmarks
 
 app = typer.Typer(help="Bookmarks: what each job context has processed.", no_args_is_help=True)
@@ -55,7 +56,7 @@ def rewind(
                 else f"state of run {b.restored_from_seq}")
         typer.echo(f"  {b.context}: {what}")
     for t in done.restored:
-        if isinstance(t, admin.PrunedTarget):
+        if isinstance(t, PrunedTarget):
             typer.echo(f"  target {t.target}: deleted the {t.removed_files} files of runs "
                        f"{', '.join(map(str, t.removed_runs))}")
             continue

@@ -15,8 +15,7 @@ import typer
 from framework.cli._common import library_errors, options
 from framework.config import Settings
 from framework.errors import RunStopped
-from framework.sinks import jdbc as jdbc_sink
-from framework.sinks import parquet
+from framework.sinks import target_of
 
 if TYPE_CHECKING:
     from framework.runner import RunReport
@@ -119,21 +118,12 @@ def key_value(text: str, option: str = "--arg") -> tuple[str, str]:
     return key, value
 
 
-_FILE_FORMATS = {"parquet": "Parquet", "json": "JSON", "csv": "CSV", "orc": "ORC",
-                 "avro": "Avro", "xml": "XML"}
-
-
-def _describe_write(result: dict, dry_run: bool) -> str:
+def _describe_write(target: str, result: dict, dry_run: bool) -> str:
     if result.get("rolled_back"):
         return "rolled back"
     if not result.get("written"):
         return "would be written" if dry_run else "nothing written"
-    if jdbc_sink.is_output(result):
-        return f"{result['rows']} rows"
-    if parquet.is_output(result):
-        kind = result.get("file_format", "parquet")
-        return f"{result['files']} {_FILE_FORMATS.get(kind, kind)} files, {result['rows']} rows"
-    return f"version {result['version']}"
+    return target_of(target, result).describe(result)
 
 
 def _describe_counts(counts: dict) -> str:
@@ -171,5 +161,5 @@ def _text(report: "RunReport") -> str:
             if len(paths) > SHOWN_FILES:
                 lines.append(f"        ... and {len(paths) - SHOWN_FILES} more")
     for target, result in report.outputs.items():
-        lines.append(f"  wrote {target}: {_describe_write(result, report.dry_run)}")
+        lines.append(f"  wrote {target}: {_describe_write(target, result, report.dry_run)}")
     return "\n".join(lines)

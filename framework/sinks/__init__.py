@@ -1,1 +1,30 @@
-"""Targets other than Delta tables (Delta targets go through ``framework.delta``)."""
+"""Where runs write: one module per kind of target (``delta``, ``parquet`` and the other
+file formats, ``jdbc``), each with its ``Target`` (``target``), and ``target_of`` to
+pick the kind."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from framework.delta import log
+from framework.sinks import jdbc, parquet
+from framework.sinks.delta import DeltaTarget
+from framework.sinks.target import Target
+
+__all__ = ["Target", "target_of"]
+
+
+def target_of(key: str, output: Mapping[str, Any] | None = None, *,
+              databases: jdbc.DatabaseTargets | None = None) -> Target:
+    """The target runs name ``key``, of the kind its output entry (``Run.outputs[key]``)
+    tags (no tag: Delta); without an entry, of the kind found there: a database table by
+    its ``jdbc://`` key, a Delta table by its log, else a directory of files.
+    ``databases`` reaches database targets."""
+    if jdbc.is_target(key) or (output and jdbc.is_output(output)):
+        return jdbc.DatabaseTarget(key, output or {}, databases)
+    if output and parquet.is_output(output):
+        return parquet.ParquetTarget(key)
+    if output or log.is_table(key):
+        return DeltaTarget(key)
+    return parquet.ParquetTarget(key)

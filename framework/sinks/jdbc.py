@@ -21,17 +21,19 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import DatabaseError, StateBehindTargetsError
+from framework.sinks.target import TargetRun
 from framework.sources.jdbc import Connection, Database, Transaction, connect, java_message
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["MARKS_TABLE", "OUTPUT_TAG", "DatabaseTargets", "check_table_name", "is_output",
-           "is_target", "land", "output_connection", "stage", "target_key", "with_database"]
+__all__ = ["MARKS_TABLE", "OUTPUT_TAG", "DatabaseTarget", "DatabaseTargets", "check_table_name",
+           "is_output", "is_target", "land", "output_connection", "stage", "target_key",
+           "with_database"]
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +167,45 @@ class DatabaseTargets:
 
     def _target(self, output: Mapping[str, Any]) -> tuple[Connection, str]:
         return output_connection(output, self.connections), output["table"]
+
+
+@dataclass(frozen=True)
+class DatabaseTarget:
+    """A database table written by runs (``Target``), through ``databases``: a run landed
+    once its mark is in ``deltamark_commits``. Without ``databases`` (or its run's output
+    entry) it cannot be reached: it counts as landed (the next run, which can ask, settles
+    it) and nothing is discarded."""
+
+    key: str
+    #: the run's output entry: its connection, database and table
+    output: Mapping[str, Any] = field(default_factory=dict)
+    databases: DatabaseTargets | None = None
+
+    def describe(self, output: Mapping[str, Any]) -> str:
+        return f"{output['rows']} rows"
+
+    def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
+        """None listed: it needs its connection, and its own commit checks its marks
+        (``land``)."""
+        return []
+
+    def landed(self, job: str, run_seq: int) -> bool:
+        return self.databases is None or not self.output or self.databases.landed(
+            job, run_seq, self.output)
+
+    def discard(self, job: str, run_seq: int) -> None:
+        if self.databases is not None and self.output:
+            self.databases.discard(job, run_seq, self.output)
+
+    def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
+        return False  # its rows land only after the job's code returned: they never did
+
+    def restore_blockers(self, job: str, run_seq: int) -> list[str]:
+        return [f"{self.key} is a database table, whose rows deltamark cannot take back "
+                f"(delete the later runs' rows by hand: {MARKS_TABLE} lists them)"]
+
+    def restore(self, job: str, run_seq: int, run_id: str) -> None:
+        return None
 
 
 def output_connection(output: Mapping[str, Any], connections: Callable[[str], Connection]

@@ -33,17 +33,20 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from framework.faults import crash_point
+from framework.sinks.target import PrunedTarget, TargetRun
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["OUTPUT_TAG", "ParquetCommit", "commits", "committed", "discard", "is_output",
-           "remove_runs_after", "write"]
+__all__ = ["OUTPUT_TAG", "ParquetCommit", "ParquetTarget", "commits", "committed", "discard",
+           "is_output", "remove_runs_after", "write"]
 
 LOG_DIR = "_deltamark"
 #: what marks a Parquet target among a run's outputs (``Run.outputs``); Delta has no tag
 OUTPUT_TAG: Mapping[str, str] = {"format": "parquet"}
+_FORMAT_NAMES = {"parquet": "Parquet", "json": "JSON", "csv": "CSV", "orc": "ORC",
+                 "avro": "Avro", "xml": "XML"}
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,42 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
         raise
     fs.delete_dir(staging)
     return commit
+
+
+@dataclass(frozen=True)
+class ParquetTarget:
+    """A directory of files written by runs (``Target``): a run landed once its manifest
+    is written."""
+
+    key: str
+
+    def describe(self, output: Mapping[str, Any]) -> str:
+        kind = output.get("file_format", "parquet")
+        return f"{output['files']} {_FORMAT_NAMES.get(kind, kind)} files, {output['rows']} rows"
+
+    def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
+        return [TargetRun(self.key, c.run_seq, c.run_id, c.committed_at, None, c.record,
+                          {**OUTPUT_TAG, "written": True})
+                for c in sorted(commits(self.key, job), key=lambda c: c.run_seq)
+                if c.run_seq > after_seq]
+
+    def landed(self, job: str, run_seq: int) -> bool:
+        return committed(self.key, job, run_seq) is not None
+
+    def discard(self, job: str, run_seq: int) -> None:
+        discard(self.key, job, run_seq)
+
+    def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
+        remove_runs_after(self.key, job, run_seq - 1)
+        return True
+
+    def restore_blockers(self, job: str, run_seq: int) -> list[str]:
+        return []  # only the job's own files are removed
+
+    def restore(self, job: str, run_seq: int, run_id: str) -> PrunedTarget | None:
+        removed = remove_runs_after(self.key, job, run_seq)
+        return PrunedTarget(self.key, tuple(c.run_seq for c in removed),
+                            sum(len(c.files) for c in removed)) if removed else None
 
 
 def is_output(output: Mapping[str, Any]) -> bool:

@@ -1,0 +1,112 @@
+"""Delta targets, as the runs that write them see them (``DeltaTarget``).
+
+Each run commits with the app transaction (``app_id(job)``, run_seq) and its record in the
+commit's ``userMetadata`` under ``deltamark`` (``framework.delta`` writes them): the
+transaction says which runs landed, the history which run made each commit. Rolling back
+and restoring are Delta RESTOREs (or an emptying, when the run created the table) tagged
+``deltamarkRollback`` or ``deltamarkRestore``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from framework.delta import log
+from framework.sinks.target import RestoredTarget, TargetRun
+
+__all__ = ["DeltaTarget", "app_id"]
+
+logger = logging.getLogger(__name__)
+
+
+def app_id(job: str) -> str:
+    """The Delta app-transaction id of ``job``'s target commits (version = run_seq)."""
+    return f"deltamark:{job}"
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """A Delta table written by runs (``Target``)."""
+
+    key: str
+
+    def describe(self, output: Mapping[str, Any]) -> str:
+        return f"version {output['version']}"
+
+    def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
+        newest = log.transaction_version(self.key, app_id(job)) or 0
+        if newest <= after_seq:
+            return []  # the usual answer, from the log's snapshot without its history
+        found = []
+        for commit in log.history(self.key):
+            mine = commit.user_metadata.get("deltamark", {})
+            if mine.get("job") == job and mine.get("run_seq", 0) > after_seq:
+                found.append(TargetRun(self.key, mine["run_seq"], mine.get("run_id", "?"),
+                                       commit.timestamp, commit.version, mine,
+                                       {"written": True, "version": commit.version}))
+        if not found:  # its commit left the log (log retention): known by number only
+            found.append(TargetRun(self.key, newest, "?", datetime.fromtimestamp(0, UTC),
+                                   None, {}, {"written": True}))
+        return found[::-1]
+
+    def landed(self, job: str, run_seq: int) -> bool:
+        return (log.is_table(self.key)
+                and (log.transaction_version(self.key, app_id(job)) or 0) >= run_seq)
+
+    def discard(self, job: str, run_seq: int) -> None:
+        """Nothing to do: an uncommitted write is invisible."""
+
+    def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
+        newest = log.history(self.key, limit=1)[0]
+        mine = newest.user_metadata.get("deltamark", {})
+        if (mine.get("job"), mine.get("run_seq")) != (job, run_seq):
+            logger.warning("cannot roll back %s: another writer committed since", self.key)
+            return False
+        tag = {"deltamarkRollback": {"job": job, "run_id": run_id}}
+        if newest.version == 0:
+            log.delete_all(self.key, user_metadata=tag)
+        else:
+            log.restore(self.key, newest.version - 1, user_metadata=tag)
+        return True
+
+    def restore_blockers(self, job: str, run_seq: int) -> list[str]:
+        if not log.is_table(self.key):
+            return [f"{self.key} is not a Delta table here (moved or deleted? a relative "
+                    f"path is read from {os.getcwd()})"]
+        _, later = self._since(job, run_seq)
+        return [f"{self.key} v{c.version} ({c.operation} at {c.timestamp:%Y-%m-%d %H:%M:%S}) "
+                "by another writer" for c in later if not _by_deltamark(c, job)]
+
+    def restore(self, job: str, run_seq: int, run_id: str) -> RestoredTarget | None:
+        keep, later = self._since(job, run_seq)
+        if not later:
+            return None
+        tag = {"deltamarkRestore": {"job": job, "to_run": run_id}}
+        new = (log.restore(self.key, keep, user_metadata=tag) if keep is not None
+               else log.delete_all(self.key, user_metadata=tag))
+        return RestoredTarget(self.key, later[0].version, keep, new)
+
+    def _since(self, job: str, run_seq: int) -> tuple[int | None, list[log.Commit]]:
+        """The version right after ``job``'s newest commit up to run ``run_seq`` (None:
+        the table was created later), and the commits after it, newest first."""
+        if not log.is_table(self.key):
+            return None, []
+        commits = log.history(self.key)  # newest first
+        keep = next((c.version for c in commits
+                     if (mine := c.user_metadata.get("deltamark", {})).get("job") == job
+                     and mine.get("run_seq", 0) <= run_seq), None)
+        return keep, [c for c in commits if keep is None or c.version > keep]
+
+
+def _by_deltamark(commit: log.Commit, job: str) -> bool:
+    """Whether ``job``'s runs or deltamark's actions on them made this target commit: a
+    run's write, the rollback of a rejected run, or a restore."""
+    meta = commit.user_metadata
+    return (meta.get("deltamark", {}).get("job") == job
+            or meta.get("deltamarkRollback", {}).get("job") == job
+            or "deltamarkRestore" in meta)
