@@ -178,9 +178,9 @@ class _Plan:
         if self.keys:
             passes["keys"] = lambda: self._key_counts(df)
         with ThreadPoolExecutor(len(passes), thread_name_prefix="deltamark-measure") as pool:
-            # local properties (scheduler pool, job group) follow the jobs into the threads
-            running = {name: pool.submit(inheritable_thread_target(job))
-                       for name, job in passes.items()}
+            # local properties (scheduler pool, job group) and tags follow the jobs there
+            inherit = inheritable_thread_target(df.sparkSession)
+            running = {name: pool.submit(inherit(job)) for name, job in passes.items()}
         found = {name: job.result() for name, job in running.items()}
         row = found["tests"]
         values = dict(zip(self.tests, row[1:], strict=True))
