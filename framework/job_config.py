@@ -1,6 +1,8 @@
 """Job declarations: ``conf/jobs/<name>.yaml``, validated all at once.
 
-    class: jobs.orders_ingest:OrdersIngest   # or path/to/file.py:Class (relative to conf/)
+    class: jobs.orders_ingest:OrdersIngest   # from the project directory (conf/'s parent) or
+                                             # an installed package; or path/to/file.py:Class
+                                             # (relative to conf/)
     bookmark: enable                         # enable | disable | pause
     params: {landing: data/landing/orders, target: data/lake/bronze/orders}
     checks: {...}                            # data-quality rule sets (framework.quality)
@@ -108,7 +110,7 @@ def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:
         return None, f"'{ref}' is not module.path:ClassName or file.py:ClassName"
     try:
         module = _load_file(conf_dir / where) if where.endswith(".py") else (
-            importlib.import_module(where))
+            _import_module(where, project=conf_dir.absolute().parent))
     except Exception as exc:  # whatever the module raises as it is imported
         return None, f"cannot import '{where}' ({_raised_where(exc)})"
     job_class = getattr(module, class_name, None)
@@ -125,6 +127,18 @@ def _raised_where(exc: Exception) -> str:
         isinstance(exc, (ImportError, SyntaxError)) else message
 
 
+def _import_module(name: str, *, project: Path) -> Any:
+    """The module ``name``, from the project directory or an installed package. The
+    project's own modules (examples such as ``jobs``, which is not installed) travel to
+    Spark's Python workers by value, as a file's do: a worker may run anywhere."""
+    if str(project) not in sys.path:
+        sys.path.append(str(project))
+    module = importlib.import_module(name)
+    if Path(module.__file__ or "").absolute().is_relative_to(project):
+        _send_by_value(sys.modules[name.partition(".")[0]])  # and the modules beside it
+    return module
+
+
 def _load_file(path: Path) -> Any:
     if not path.is_file():
         raise ImportError(f"no file {path}")
@@ -133,9 +147,13 @@ def _load_file(path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    # Spark's Python workers cannot import a module loaded from a file: its functions (a
-    # UDF, what a UDF calls) travel to them by value.
+    # Spark's Python workers cannot import a module loaded from a file
+    _send_by_value(module)
+    return module
+
+
+def _send_by_value(module: Any) -> None:
+    """Pickle ``module``'s functions (a UDF, what a UDF calls) by value for Spark's workers."""
     from pyspark import cloudpickle
 
     cloudpickle.register_pickle_by_value(module)
-    return module

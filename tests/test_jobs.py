@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -108,7 +109,7 @@ def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_na
     assert ws.run().status == "succeeded"
     from framework.delta import delta_engine
 
-    labels = delta_engine(ws.spark, "embedded").read(ws.target).select("label").collect()
+    labels = delta_engine(ws.spark, mode="embedded").read(ws.target).select("label").collect()
     assert sorted(r.label for r in labels) == ["orders/100", "orders/101"]
 
     bare_python = ws.root / "python-without-deltamark"
@@ -128,6 +129,41 @@ def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_na
     assert "spark.pyspark.python" in line and "bookmarks unchanged" in line
     assert [r.status for r in ws.store.runs("copy")] == ["succeeded", "failed"]
     assert ws.store.bookmarks("copy")[0].run_seq == 1
+
+def test_a_job_module_of_the_project_loads_from_anywhere_and_its_udf_runs(ws, tmp_path):
+    """``class: package.module:Class`` names a module of the project (conf/'s parent
+    directory), as the examples' ``jobs`` package, which is not installed: it imports when
+    deltamark runs from another directory, and its UDF, calling a module beside it, runs
+    on workers that cannot import the project."""
+    package = ws.root / "pipeline"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "labels.py").write_text("def label(n):\n    return f'order-{n}'\n")
+    (package / "copy_job.py").write_text(
+        "from pyspark.sql import functions as F\n"
+        "from framework import IncrementalJob\n"
+        "from pipeline.labels import label\n\n"
+        "class Copy(IncrementalJob):\n"
+        "    def run(self, ctx):\n"
+        "        df = ctx.read_files(ctx.params['landing'], format='json',\n"
+        "                            transformation_ctx='src')\n"
+        "        ctx.write_delta(df.withColumn('label', F.udf(label)('id')),\n"
+        "                        ctx.params['target'])\n")
+    (ws.conf / "jobs" / "copy.yaml").write_text(
+        f"class: pipeline.copy_job:Copy\nparams: {{landing: {ws.landing}, "
+        f"target: {ws.target}}}\n")
+    ws.land(rows=2)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "framework", "--conf-dir", str(ws.conf), "run", "copy"],
+        cwd=elsewhere, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from framework.delta import delta_engine
+
+    labels = delta_engine(ws.spark, mode="embedded").read(ws.target).select("label").collect()
+    assert sorted(r.label for r in labels) == ["order-100", "order-101"]
+
 
 def test_disable_reads_everything_and_keeps_the_bookmark(ws):
     ws.declare()
@@ -240,7 +276,7 @@ def test_exclusions_recursion_partitions_and_lineage(ws):
     ws.run()
     from framework.delta import delta_engine
 
-    rows = delta_engine(ws.spark, "embedded").read(ws.target).orderBy("id").collect()
+    rows = delta_engine(ws.spark, mode="embedded").read(ws.target).orderBy("id").collect()
     assert [(r.id, str(r.day)) for r in rows] == [(100, "2026-01-01"), (200, "2026-01-02")]
     assert rows[0].source_file.endswith("landing/day=2026-01-01/orders.json")
 
@@ -254,7 +290,7 @@ def test_file_names_spark_would_take_for_globs_are_read_as_named(ws):
     assert ws.run().inputs["src"]["files"] == len(names)
     from framework.delta import delta_engine
 
-    rows = delta_engine(ws.spark, "embedded").read(ws.target).collect()
+    rows = delta_engine(ws.spark, mode="embedded").read(ws.target).collect()
     assert sorted(r.id for r in rows) == [100 * (i + 1) for i in range(len(names))]
     lineage = {r.id: r.source_file.rsplit("/landing/", 1)[1] for r in rows}
     assert lineage[100] == "day=1/x%5B1%5D.json"
@@ -271,7 +307,7 @@ def test_a_root_named_like_a_partition_directory_is_not_a_column(ws):
     ws.run()
     from framework.delta import delta_engine
 
-    rows = delta_engine(ws.spark, "embedded").read(ws.target).collect()
+    rows = delta_engine(ws.spark, mode="embedded").read(ws.target).collect()
     assert sorted((r.id, r.day) for r in rows) == [(100, 1), (200, 2)]
     assert "source" not in rows[0].asDict()
 
