@@ -73,7 +73,7 @@ def require_workflow(settings: Settings, name: str) -> None:
 
 
 def _require_context(store: StateStore, job: str, context: str | None) -> None:
-    if context is not None and not store.histories(job, context):
+    if context is not None and not store.histories(job, context=context):
         known = ", ".join(sorted(store.histories(job))) or "none"
         raise RewindError(job, f"no context {context} (its contexts: {known}). Nothing was "
                           "changed.")
@@ -132,17 +132,17 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
             raise RewindError(job, f"run {to_run} is not a run of this job that committed "
                               "bookmarks (succeeded in enable mode). See deltamark runs list "
                               f"{job}.")
-        then = store.histories(job, context, up_to_seq=run.run_seq)
+        then = store.histories(job, context=context, up_to_seq=run.run_seq)
         restored = _restore_targets(job, run, runs) if restore_targets else ()
         seq = max(r.run_seq for r in runs)
         now = datetime.now(UTC)
         rows = [dataclasses.replace(h.current, event="rewind", run_seq=seq, committed_at=now,
                                     restored_from_seq=run.run_seq)
                 for h in then.values() if h.current.event != "reset"]
-        known = set(store.histories(job, context))
+        known = set(store.histories(job, context=context))
         rows += [_reset_row(job, c, seq, now) for c in sorted(known - {r.context for r in rows})]
         if rows:
-            store.record_bookmarks(rows, {"job": job, "event": "rewind", "run_seq": seq})
+            store.record_bookmarks(rows, tag={"job": job, "event": "rewind", "run_seq": seq})
         _supersede_unfinished(store, runs)
     return Rewind(job=job, to_run=run, bookmarks=tuple(rows), restored=tuple(restored))
 
@@ -157,9 +157,9 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
         runs = store.runs(job)
         seq = max((r.run_seq for r in runs), default=0)
         now = datetime.now(UTC)
-        rows = [_reset_row(job, c, seq, now) for c in sorted(store.histories(job, context))]
+        rows = [_reset_row(job, c, seq, now) for c in sorted(store.histories(job, context=context))]
         if rows:
-            store.record_bookmarks(rows, {"job": job, "event": "reset", "run_seq": seq})
+            store.record_bookmarks(rows, tag={"job": job, "event": "reset", "run_seq": seq})
         _supersede_unfinished(store, runs)
     return Rewind(job=job, to_run=None, bookmarks=tuple(rows))
 
@@ -184,7 +184,7 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
     another writer's commits, a database table); restore them only when none objects."""
     written = {key: output for r in runs if r.run_seq >= run.run_seq
                for key, output in r.outputs.items() if output.get("written")}
-    targets = [target_of(key, written[key]) for key in sorted(written)]
+    targets = [target_of(key, output=written[key]) for key in sorted(written)]
     if blockers := [b for t in targets for b in t.restore_blockers(job, run.run_seq)]:
         raise RewindError(
             job, f"not restoring the targets since run {run.run_id}: {'; '.join(blockers)}. "
@@ -236,7 +236,7 @@ def repair(settings: Settings, job: str, *, targets: Sequence[str] = ()) -> Repa
         lost = [_lost_run(job, seq, by_seq[seq], searched) for seq in sorted(by_seq)]
         for repaired, plan in lost:
             bookmarks, files, marks = plan
-            store.record_plan(repaired.run, bookmarks, files, marks)
+            store.record_plan(repaired.run, bookmarks=bookmarks, files=files, watermarks=marks)
             store.record_run(repaired.run)
     return Repair(job, searched, tuple(r for r, _ in lost))
 
@@ -265,16 +265,16 @@ def _lost_run(job: str, seq: int, held: Sequence[TargetRun], searched: Sequence[
     return RepairedRun(run, tuple(plan[0]), missing), plan
 
 
-def bookmark_history(store: StateStore, job: str, context: str | None = None
+def bookmark_history(store: StateStore, job: str, *, context: str | None = None
                      ) -> list[dict[str, Any]]:
     """Every state change of ``job``'s contexts, oldest first, with whether it counts."""
     return [{"context": b.context, "event": b.event, "run_seq": b.run_seq,
              "run_id": b.run_id, "restored_from_seq": b.restored_from_seq,
              "committed_at": b.committed_at, "counts": counts, "state": dict(b.state)}
-            for b, counts in store.bookmark_log(job, context)]
+            for b, counts in store.bookmark_log(job, context=context)]
 
 
-def glue_bookmark_entry(store: StateStore, job: str, run_id: str | None = None
+def glue_bookmark_entry(store: StateStore, job: str, *, run_id: str | None = None
                         ) -> dict[str, Any]:
     """The job's bookmark shaped like Glue's GetJobBookmark ``JobBookmarkEntry``.
 

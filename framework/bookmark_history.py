@@ -23,14 +23,14 @@ class BookmarkHistory:
     def __init__(self, store: StateStore, job: str):
         self.store, self.job = store, job
 
-    def current(self, context: str, kind: str, up_to_seq: int | None = None
+    def current(self, context: str, kind: str, *, up_to_seq: int | None = None
                 ) -> ContextHistory | None:
         """The context's resolved bookmarks, or None when it has none (or was reset).
 
         Raises:
             SourceError: the context holds another kind of source's bookmark.
         """
-        history = self.store.histories(self.job, context, up_to_seq=up_to_seq).get(context)
+        history = self.store.histories(self.job, context=context, up_to_seq=up_to_seq).get(context)
         if history is None or history.current.event == "reset":
             return None
         if history.current.source_kind != kind:
@@ -40,15 +40,15 @@ class BookmarkHistory:
                               "transformation_ctx.")
         return history
 
-    def state(self, context: str, kind: str, up_to_seq: int | None = None
+    def state(self, context: str, kind: str, *, up_to_seq: int | None = None
               ) -> Mapping[str, Any] | None:
         """The context's bookmark state (a source's own JSON object), or None."""
-        history = self.current(context, kind, up_to_seq)
+        history = self.current(context, kind, up_to_seq=up_to_seq)
         return history.current.state if history else None
 
-    def files(self, context: str, up_to_seq: int | None = None) -> files.FileBookmark | None:
+    def files(self, context: str, *, up_to_seq: int | None = None) -> files.FileBookmark | None:
         """A file context's bookmark with the files it tracks by name, or None."""
-        history = self.current(context, files.SOURCE_KIND, up_to_seq)
+        history = self.current(context, files.SOURCE_KIND, up_to_seq=up_to_seq)
         if history is None:
             return None
         state = files.FileState.from_dict(history.current.state)

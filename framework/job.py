@@ -247,7 +247,7 @@ class JobContext:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
             plan = self._plan(
                 tracked=bookmark,
-                bookmark_at=lambda seq: self._bookmarks.files(context, seq),
+                bookmark_at=lambda seq: self._bookmarks.files(context, up_to_seq=seq),
                 plan=lambda start, end, advance: files.plan_files(
                     listed, source, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
@@ -441,7 +441,8 @@ class JobContext:
             return pinned(read.state)
 
         return self._plan(tracked=tracked, plan=plan,
-                          bookmark_at=lambda seq: self._bookmarks.state(context, kind, seq))
+                          bookmark_at=lambda seq: self._bookmarks.state(context, kind,
+                                                                        up_to_seq=seq))
 
     def _context(self, transformation_ctx: str | None, bookmark: bool, what: str) -> str:
         if transformation_ctx:
@@ -736,7 +737,7 @@ class JobContext:
         if measured.rows == 0:
             self.log.info("checks %s: no rows to check for %s", ruleset.name, target)
             return 0, []
-        outcomes = gate.evaluate(df, ruleset, measured)
+        outcomes = gate.evaluate(df, ruleset, measured=measured)
         action = gate.action(ruleset, outcomes)
         if record:
             self._store.record_dq_results([DqResult(

@@ -53,8 +53,8 @@ class BookmarkOptions:
         return self.mode == "enable"
 
     @classmethod
-    def parse(cls, job: str, mode: str, from_run: str | None = None,
-              to_run: str | None = None, *, flags: tuple[str, str, str] = CLI_FLAGS
+    def parse(cls, job: str, mode: str, *, from_run: str | None = None,
+              to_run: str | None = None, flags: tuple[str, str, str] = CLI_FLAGS
               ) -> BookmarkOptions:
         """Validate a mode and its range the way Glue does.
 

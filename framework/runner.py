@@ -156,7 +156,8 @@ def run_job(
         spec = script_job(Path(script), job, args or {}, catalog=settings.catalog)
         bookmark_from = bookmark_from or (args or {}).get("job-bookmark-from")
         bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
-    options = BookmarkOptions.parse(job, bookmark or spec.bookmark, bookmark_from, bookmark_to)
+    options = BookmarkOptions.parse(job, bookmark or spec.bookmark, from_run=bookmark_from,
+                                    to_run=bookmark_to)
     store = StateStore(settings.state_root,
                        retention_hours=settings.state_retention_hours)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
@@ -330,7 +331,7 @@ class _Steps:
     def _write(self, run: Run, bookmarks: list[Bookmark], files: list[ProcessedFile],
                marks: list[Watermark], *, crash_after: str | None = None) -> None:
         if bookmarks or files or marks:
-            self.store.record_plan(run, bookmarks, files, marks)
+            self.store.record_plan(run, bookmarks=bookmarks, files=files, watermarks=marks)
             crash_point("plan_recorded")
         self.store.record_run(run)
         if crash_after:
@@ -349,8 +350,8 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
     databases = jdbc_sink.DatabaseTargets(spark, connections)
-    if not landed_targets(last, databases):
-        discard_unlanded(last, databases)
+    if not landed_targets(last, databases=databases):
+        discard_unlanded(last, databases=databases)
         if last.status == "failed":
             return None
         store.record_run(dataclasses.replace(last, status="aborted",
@@ -382,7 +383,7 @@ def _session(settings: Settings, spec: JobSpec, spark: SparkSession | None) -> S
 def _engine(settings: Settings, spark: SparkSession) -> DeltaEngine:
     from framework.delta import delta_engine
 
-    return delta_engine(spark, settings.delta)
+    return delta_engine(spark, mode=settings.delta)
 
 
 def _range(job: str, options: BookmarkOptions, store: StateStore) -> tuple[int, int] | None:

@@ -122,7 +122,7 @@ def session_conf(settings: Settings, *, master: str,
     """The Spark conf deltamark starts a session with: defaults and the object-store conf
     (``storage.spark_conf``), then ``settings``, then ``conf``, plus the set-up's jars and,
     for a JVM of its own, the local extras."""
-    merged = {**DEFAULT_CONF, **storage.spark_conf(settings.buckets), **settings.spark.conf,
+    merged = {**DEFAULT_CONF, **storage.spark_conf(buckets=settings.buckets), **settings.spark.conf,
               **(conf or {})}
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])

@@ -11,7 +11,7 @@ from state_tables.store import StateStore
 __all__ = ["describe_bookmarks"]
 
 
-def describe_bookmarks(store: StateStore, job: str, context: str | None = None, *,
+def describe_bookmarks(store: StateStore, job: str, *, context: str | None = None,
                        list_files: bool = False) -> list[dict[str, Any]]:
     """Each context's current bookmark as plain data.
 
@@ -19,7 +19,7 @@ def describe_bookmarks(store: StateStore, job: str, context: str | None = None, 
     ``list_files``, ``files``: each tracked file with its size, modification time and run.
     """
     described = []
-    for context_name, history in store.histories(job, context).items():
+    for context_name, history in store.histories(job, context=context).items():
         bookmark = history.current
         entry: dict[str, Any] = {
             "context": context_name, "kind": bookmark.source_kind,

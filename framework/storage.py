@@ -159,7 +159,7 @@ def object_store(uri: str) -> Any:
                     else None)
 
 
-def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def delta_options(uri: str, *, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """delta-rs ``storage_options`` for the table at ``uri``: its bucket's options from
     conf; the rest comes from the environment, which delta-rs reads itself."""
     if is_local(uri):
@@ -171,7 +171,7 @@ def delta_options(uri: str, environ: Mapping[str, str] = os.environ) -> dict[str
     return options
 
 
-def spark_conf(buckets: Mapping[str, BucketSettings] | None = None,
+def spark_conf(*, buckets: Mapping[str, BucketSettings] | None = None,
                environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Spark conf for object stores: ``s3://`` served by S3A, S3A pointed at
     ``AWS_ENDPOINT_URL`` and ``AWS_REGION`` when they are set, and each of ``buckets`` at

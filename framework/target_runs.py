@@ -78,20 +78,22 @@ def check_state_knows(job: str, targets: Iterable[str], last: Run) -> None:
                                           last.run_seq, last.run_id)
 
 
-def attempted_targets(run: Run, databases: DatabaseTargets | None = None) -> list[Target]:
+def attempted_targets(run: Run, *, databases: DatabaseTargets | None = None) -> list[Target]:
     """The targets ``run`` wrote or was writing (``databases`` reaches database tables)."""
-    return [target_of(key, output, databases=databases) for key, output in run.outputs.items()
+    return [target_of(key, output=output, databases=databases)
+            for key, output in run.outputs.items()
             if output.get("pending") or output.get("written")]
 
 
-def landed_targets(run: Run, databases: DatabaseTargets | None = None) -> list[str]:
+def landed_targets(run: Run, *, databases: DatabaseTargets | None = None) -> list[str]:
     """The targets that hold ``run``'s commit (without ``databases`` to ask, a database
     target counts as landed: the next run, which can ask, settles it)."""
-    return [t.key for t in attempted_targets(run, databases) if t.landed(run.job, run.run_seq)]
+    return [t.key for t in attempted_targets(run, databases=databases)
+            if t.landed(run.job, run.run_seq)]
 
 
-def discard_unlanded(run: Run, databases: DatabaseTargets | None = None) -> None:
+def discard_unlanded(run: Run, *, databases: DatabaseTargets | None = None) -> None:
     """Remove what an unfinished ``run`` left in its targets without committing (files in
     Parquet targets, staging tables of database targets reached through ``databases``)."""
-    for target in attempted_targets(run, databases):
+    for target in attempted_targets(run, databases=databases):
         target.discard(run.job, run.run_seq)

@@ -74,13 +74,13 @@ class StateStore:
 
     # --- writes ---------------------------------------------------------------------
 
-    def record_run(self, run: Run, bookmarks: Sequence[Bookmark] = (),
+    def record_run(self, run: Run, *, bookmarks: Sequence[Bookmark] = (),
                    files: Sequence[ProcessedFile] = ()) -> None:
         """Record a run's status, after the plan rows it brings (``record_plan``)."""
-        self.record_plan(run, bookmarks, files)
+        self.record_plan(run, bookmarks=bookmarks, files=files)
         self._append(RUNS, [_run_row(run)], {**_tag(run), "status": run.status})
 
-    def record_plan(self, run: Run, bookmarks: Sequence[Bookmark] = (),
+    def record_plan(self, run: Run, *, bookmarks: Sequence[Bookmark] = (),
                     files: Sequence[ProcessedFile] = (),
                     watermarks: Sequence[Watermark] = ()) -> None:
         """Record the bookmark states and files a run plans to commit.
@@ -92,11 +92,11 @@ class StateStore:
         if files:
             self._append(PROCESSED_FILES, [_file_row(f) for f in files], _tag(run))
         if bookmarks:
-            self.record_bookmarks(bookmarks, _tag(run))
+            self.record_bookmarks(bookmarks, tag=_tag(run))
         if watermarks:
             self._append(WATERMARKS, [_watermark_row(w) for w in watermarks], _tag(run))
 
-    def record_bookmarks(self, bookmarks: Sequence[Bookmark],
+    def record_bookmarks(self, bookmarks: Sequence[Bookmark], *,
                          tag: Mapping[str, Any] | None = None) -> None:
         """Append bookmark rows (a run's plan, or a rewind or reset) in one commit."""
         self._append(BOOKMARKS, [_bookmark_row(b) for b in bookmarks], tag)
@@ -178,17 +178,17 @@ class StateStore:
                                    reverse=True), ("job", "run_id"))
         return sorted((_run(r) for r in newest), key=lambda r: (r.job, r.run_seq))
 
-    def bookmarks(self, job: str, context: str | None = None, *,
+    def bookmarks(self, job: str, *, context: str | None = None,
                   up_to_seq: int | None = None) -> list[Bookmark]:
         """The current bookmark of each context of ``job``.
 
         With ``up_to_seq``, the bookmarks as they stood right after run ``up_to_seq``.
         A context that was reset has no bookmark.
         """
-        return [h.current for h in self.histories(job, context, up_to_seq=up_to_seq).values()
-                if h.current.event != "reset"]
+        found = self.histories(job, context=context, up_to_seq=up_to_seq)
+        return [h.current for h in found.values() if h.current.event != "reset"]
 
-    def histories(self, job: str, context: str | None = None, *,
+    def histories(self, job: str, *, context: str | None = None,
                   up_to_seq: int | None = None) -> dict[str, ContextHistory]:
         """Each context's bookmark rows resolved: its current bookmark and the runs whose
         processed files still count (a rewind brings back the set as of its run; a reset
@@ -262,7 +262,7 @@ class StateStore:
                 newest.setdefault((mark.job, mark.context), mark)
         return list(newest.values())
 
-    def dq_results(self, job: str, run_id: str | None = None) -> list[DqResult]:
+    def dq_results(self, job: str, *, run_id: str | None = None) -> list[DqResult]:
         """The data-quality results of one run of ``job`` (default: its latest run that
         has some), from that run's latest attempt, in evaluation order."""
         filters = [("job", "=", job)] + ([("run_id", "=", run_id)] if run_id else [])
@@ -275,7 +275,7 @@ class StateStore:
         return sorted((_dq(r) for r in _upgraded(DQ_RESULTS, rows)),
                       key=lambda r: r.evaluated_at)
 
-    def workflow_run(self, workflow: str | None = None, workflow_run_id: str | None = None
+    def workflow_run(self, workflow: str | None = None, *, workflow_run_id: str | None = None
                      ) -> list[WorkflowNode]:
         """The nodes of one workflow run in their current state, in the order they started:
         the run ``workflow_run_id``, or ``workflow``'s latest."""
@@ -290,7 +290,7 @@ class StateStore:
                                         newest["workflow_run_id"][0]))
         return _current_nodes(_upgraded(WORKFLOW_RUNS, rows))
 
-    def workflow_runs(self, workflow: str, limit: int | None = None
+    def workflow_runs(self, workflow: str, *, limit: int | None = None
                       ) -> list[list[WorkflowNode]]:
         """The runs of ``workflow`` (the newest ``limit``, or all), the newest first, each
         as ``workflow_run`` gives it."""
@@ -314,7 +314,7 @@ class StateStore:
                                 columns=["run_seq"])
         return pc.unique(runs["run_seq"])
 
-    def bookmark_log(self, job: str, context: str | None = None
+    def bookmark_log(self, job: str, *, context: str | None = None
                      ) -> list[tuple[Bookmark, bool]]:
         """Every bookmark row of ``job`` in order, each with whether it counts (a run's
         plan counts once the run succeeded in enable mode; rewinds and resets always)."""

@@ -66,7 +66,7 @@ def engine(delta_path, spark):
     """The Delta engine of ``delta_path``: contract tests run on both paths."""
     from framework.delta import delta_engine
 
-    return delta_engine(spark, delta_path)
+    return delta_engine(spark, mode=delta_path)
 
 
 @pytest.fixture(params=["native", "embedded"])

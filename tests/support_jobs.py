@@ -108,7 +108,7 @@ class DeltaCopy(IncrementalJob):
             from framework.delta import delta_engine
 
             extra = ctx.spark.createDataFrame([(10_000 + ctx.run_seq,)], "id BIGINT")
-            delta_engine(ctx.spark, "embedded").write(extra, ctx.params["source"])
+            delta_engine(ctx.spark, mode="embedded").write(extra, ctx.params["source"])
         ctx.write_delta(df, ctx.params["target"])
 
 

@@ -23,7 +23,7 @@ def state(tmp_path):
         store.record_run(
             Run(job="orders", run_id=f"r{seq}", run_seq=seq, status="succeeded", mode="enable",
                 started_at=dt.datetime(2026, 1, seq, tzinfo=dt.UTC)),
-            [Bookmark(job="orders", context="src", run_id=f"r{seq}", run_seq=seq,
+            bookmarks=[Bookmark(job="orders", context="src", run_id=f"r{seq}", run_seq=seq,
                       source_kind="custom", state={"high_water": seq})])
     return str(tmp_path / "state")
 

@@ -73,7 +73,7 @@ def test_per_bucket_s3_options_are_checked_and_reach_every_s3_client(tmp_path):
     assert storage.delta_options("s3://archive/t", environ={}) == {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_REGION": "eu-west-1",
         "AWS_ALLOW_HTTP": "true"}
-    assert storage.spark_conf(settings.buckets, environ={})[
+    assert storage.spark_conf(buckets=settings.buckets, environ={})[
         "spark.hadoop.fs.s3a.bucket.archive.endpoint"] == "http://127.0.0.1:9"
     assert load_settings(conf_dir=tmp_path / "none").buckets == {}
     assert storage.delta_options("s3://archive/t", environ={}) == {}  # replaced by the next

@@ -231,14 +231,14 @@ def test_embedded_refuses_features_it_cannot_honour(spark, tmp_path, configurati
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({"a": [1, 2]}), configuration=configuration)
     with pytest.raises(UnsupportedTableFeatureError) as error:
-        delta_engine(spark, "embedded").read(path)
+        delta_engine(spark, mode="embedded").read(path)
     assert any(f.startswith(feature) for f in error.value.features)
     assert "native" in str(error.value)
 
 
 def test_embedded_refuses_data_files_outside_partition_directories(spark, tmp_path):
     path = tmp_path / "t"  # as another writer would lay it out: written here, then edited
-    engine = delta_engine(spark, "embedded")
+    engine = delta_engine(spark, mode="embedded")
     engine.write(orders(spark, 6), str(tmp_path / "written"), partition_by=["k"])
     shutil.copytree(tmp_path / "written", path)
     log_file = path / "_delta_log" / "00000000000000000000.json"

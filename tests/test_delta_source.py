@@ -33,7 +33,7 @@ def append(path, ids, **kwargs):
 
 
 def target_ids(ws):
-    return sorted(r.id for r in delta_engine(ws.spark, "embedded").read(ws.target).collect())
+    return sorted(r.id for r in delta_engine(ws.spark, mode="embedded").read(ws.target).collect())
 
 
 def test_appends_are_read_once_up_to_the_pinned_version(ws, source):
@@ -80,7 +80,7 @@ def test_change_data_feed_gives_inserts_updates_and_deletes(ws, source):
     table.delete("id = 3")
     append(source, [4])
     ws.run()
-    rows = delta_engine(ws.spark, "embedded").read(ws.target).collect()
+    rows = delta_engine(ws.spark, mode="embedded").read(ws.target).collect()
     changes = sorted((r._change_type, r.id) for r in rows)
     assert changes == [("delete", 3), ("insert", 1), ("insert", 2), ("insert", 3),
                        ("insert", 4), ("update_postimage", 20), ("update_preimage", 2)]
@@ -134,7 +134,7 @@ def test_chained_example_jobs_read_only_new_bronze_versions(spark, tmp_path):
     orders_landing.land(landing, batches=1, orders=30)
     deltamark(*ingest)
     assert "read  bronze_src: versions 1..1" in deltamark(*refine)
-    rows = delta_engine(spark, "embedded").read(silver)
+    rows = delta_engine(spark, mode="embedded").read(silver)
     assert rows.count() == 90 and rows.select("order_id").distinct().count() == 90
     shown = deltamark("bookmarks", "show", "orders_silver")
     assert "processed up to : version 1" in shown and f"table           : {bronze}" in shown

@@ -49,7 +49,7 @@ def test_orders_ingest_loads_only_new_batches(spark, tmp_path):
     second = deltamark(*run)
     assert "run 2 succeeded" in second.stdout and "2 of 5 files" in second.stdout
 
-    bronze = delta_engine(spark, "embedded").read(target)
+    bronze = delta_engine(spark, mode="embedded").read(target)
     assert bronze.count() == 250 and bronze.select("order_id").distinct().count() == 250
     per_run = {r.loaded_by_run: r["count"] for r in bronze.groupBy("loaded_by_run").count()
                .collect()}
@@ -86,11 +86,11 @@ def test_silver_and_gold_chain_on_the_version_silver_published(spark, tmp_path):
     published = run("orders_gold", f"silver={silver}", f"target={gold}",
                     "silver_version=0")["properties"]
     assert published == {"gold_version": "0"}
-    table = delta_engine(spark, "embedded").read(gold)
+    table = delta_engine(spark, mode="embedded").read(gold)
     assert table.groupBy().sum("orders").first()[0] == 60
     assert table.count() == table.select("order_date", "country").distinct().count()
     run("orders_gold", f"silver={silver}", f"target={gold}")  # latest: all three batches
-    assert delta_engine(spark, "embedded").read(gold).groupBy().sum("orders").first()[0] == 90
+    assert delta_engine(spark, mode="embedded").read(gold).groupBy().sum("orders").first()[0] == 90
 
 
 def test_run_usage_and_option_errors(tmp_path):
@@ -122,7 +122,7 @@ def test_customers_sync_keeps_a_changing_table_current(spark, tmp_path):
 
     with sqlite3.connect(db) as conn:
         source = sorted(conn.execute("SELECT id, name, country FROM customers"))
-    copied = delta_engine(spark, "embedded").read(target).select("id", "name", "country")
+    copied = delta_engine(spark, mode="embedded").read(target).select("id", "name", "country")
     assert sorted(tuple(r) for r in copied.collect()) == source
 
 
@@ -132,7 +132,7 @@ def documents_of(landing: Path) -> list[dict]:
 
 
 def lake_tables(spark, lake: Path) -> dict:
-    engine = delta_engine(spark, "embedded")
+    engine = delta_engine(spark, mode="embedded")
     return {p.name: engine.read(str(p)) for p in sorted(lake.iterdir())}
 
 

@@ -74,7 +74,7 @@ def test_each_format_is_read_incrementally(ws, spark, fmt):
     write_batch(fmt, ws.landing / f"b3.{fmt}", [4, 5])
     assert ws.run().inputs["src"]["files"] == 1
 
-    df = delta_engine(spark, "embedded").read(ws.target)
+    df = delta_engine(spark, mode="embedded").read(ws.target)
     column = "value" if fmt == "text" else "id"
     assert sorted(int(r[0]) for r in df.select(column).collect()) == [1, 2, 3, 4, 5]
 
@@ -90,7 +90,7 @@ def test_avro_keeps_nested_and_logical_types_with_or_without_spark_avro(ws, spar
     (ws.landing / "country=PT").mkdir()
     write_batch("avro", ws.landing / "country=PT" / "b1.avro", [1, 2])
     ws.run()
-    rows = delta_engine(spark, "embedded").read(ws.target).orderBy("id").collect()
+    rows = delta_engine(spark, mode="embedded").read(ws.target).orderBy("id").collect()
     first = rows[0]
     assert (first.tags, first.address.city, first.status, first.amount) == (
         ["a", "1"], "Lisboa", "PAID", Decimal("12.50"))

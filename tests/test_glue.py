@@ -86,7 +86,7 @@ def glue_project(tmp_path):
 def lake_rows(spark, lake, table, *columns):
     from framework.delta import delta_engine
 
-    return [tuple(r) for r in delta_engine(spark, "embedded").read(str(lake / table))
+    return [tuple(r) for r in delta_engine(spark, mode="embedded").read(str(lake / table))
             .select(*columns).collect()]
 
 
@@ -277,7 +277,7 @@ def test_a_glue_script_reads_a_database_and_a_delta_table_incrementally(spark, t
     (conf / "deltamark.yaml").write_text(yaml.safe_dump({
         "state_root": str(tmp_path / "state"), "connections": {"shop": {"url": db.url}},
         "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
-    engine, upstream = delta_engine(spark, "embedded"), str(tmp_path / "upstream")
+    engine, upstream = delta_engine(spark, mode="embedded"), str(tmp_path / "upstream")
     engine.write(spark.createDataFrame([(1,), (2,)], "n BIGINT"), upstream)
     script = tmp_path / "database_script.py"
     script.write_text(DATABASE_SCRIPT)
@@ -595,7 +595,7 @@ def test_a_studio_generated_script_writes_through_get_sink(spark, tmp_path):
     assert not [p for p in target.rglob("*") if p.is_file()]
     from framework.delta import delta_engine
 
-    delta_engine(spark, "embedded").write(spark.range(1), str(target / "delta"))
+    delta_engine(spark, mode="embedded").write(spark.range(1), str(target / "delta"))
     refused = run(purge, target=str(target / "delta"))
     assert refused.exit_code == 1 and "on a Delta table: not supported" in refused.output
 

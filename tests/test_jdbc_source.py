@@ -27,12 +27,12 @@ def declare(ws, db, cls="TableCopy", **params):
 def target(ws, *columns: str, table: str | None = None) -> list[tuple]:
     from framework.delta import delta_engine
 
-    df = delta_engine(ws.spark, "embedded").read(table or ws.target)
+    df = delta_engine(ws.spark, mode="embedded").read(table or ws.target)
     return sorted(tuple(r) for r in df.select(*columns).collect())
 
 
 def state(ws, context: str = "db") -> dict:
-    return ws.store.histories("copy", context)[context].current.state
+    return ws.store.histories("copy", context=context)[context].current.state
 
 
 def rows_read(report, context: str = "db") -> int:

@@ -15,7 +15,7 @@ GOOD_THEN_BAD = '{"id": 1}\n{"id": 2, oops\n{"id": 3}\n'
 
 
 def quarantine_rows(ws, table):
-    df = delta_engine(ws.spark, "embedded").read(table)
+    df = delta_engine(ws.spark, mode="embedded").read(table)
     return sorted((r.context, r.file.rsplit("/", 1)[-1], r.line, r.record, r.run_seq)
                   for r in df.collect())
 

@@ -83,7 +83,7 @@ def test_a_replay_rewrites_only_the_parquet_target_that_had_not_landed(parquet_j
     report = ws.run()
     assert report.recovered.action == "replayed"
     assert parquet_ids(ws) == [100, 101, 102, 103, 104, 105]
-    archived = delta_engine(ws.spark, "embedded").read(archive)
+    archived = delta_engine(ws.spark, mode="embedded").read(archive)
     assert sorted(r.id for r in archived.collect()) == [100, 101, 102, 103, 104, 105]
     # landed in both: a crash after the job returned replays it, nothing written twice
     ws.land(rows=1)

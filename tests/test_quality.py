@@ -143,10 +143,10 @@ def test_one_pass_counts_are_the_ones_great_expectations_measures(spark, monkeyp
     answer = gate.Measured.answer
     monkeypatch.setattr(gate.Measured, "answer", lambda self, *a: (
         found := answer(self, *a), found[0] and answered.append(a[0]))[0])
-    with_pass = gate.evaluate(df, sets["h"], measured)
+    with_pass = gate.evaluate(df, sets["h"], measured=measured)
     assert len(answered) >= 20 and "column_values.unique.unexpected_count" in answered
     assert "compound_columns.unique.unexpected_count" in answered
-    by_gx_alone = gate.evaluate(df, sets["h"], gate.Measured(rows=measured.rows))
+    by_gx_alone = gate.evaluate(df, sets["h"], measured=gate.Measured(rows=measured.rows))
     assert repr(with_pass) == repr(by_gx_alone)  # repr: NaN samples compare unequal
     assert [o.outcome for o in with_pass].count("failed") >= 10  # the data breaks most rules
     outcomes = {o.rule.text: o.outcome for o in with_pass}
@@ -254,7 +254,7 @@ BAD = [(3, "c@x.com", 30.0, "new"), (4, None, 40.0, "new"), (5, "e@x.com", -1.0,
 
 
 def table_rows(ws, path, *columns):
-    df = delta_engine(ws.spark, "embedded").read(path)
+    df = delta_engine(ws.spark, mode="embedded").read(path)
     return sorted(tuple(r) for r in df.select(*columns).collect())
 
 
@@ -262,7 +262,7 @@ def test_fail_policy_writes_nothing_and_keeps_the_bookmark(ws):
     _declare(ws, "fail")
     land_orders(ws, GOOD)
     assert ws.run().status == "succeeded"
-    version = delta_engine(ws.spark, "embedded").version(ws.target)
+    version = delta_engine(ws.spark, mode="embedded").version(ws.target)
     [bookmark] = ws.store.bookmarks("copy")
     land_orders(ws, BAD)
     with pytest.raises(JobFailedError) as exc:
@@ -273,7 +273,7 @@ def test_fail_policy_writes_nothing_and_keeps_the_bookmark(ws):
     assert len(error.failures) == 4
     assert 'IsComplete "email" (1 rows' in str(error)
     assert "and 1 more" in str(error) and "Nothing was written" in str(error)
-    assert delta_engine(ws.spark, "embedded").version(ws.target) == version
+    assert delta_engine(ws.spark, mode="embedded").version(ws.target) == version
     assert ws.store.bookmarks("copy") == [bookmark]
     results = ws.store.dq_results("copy")
     assert {r.action for r in results} == {"rejected"}

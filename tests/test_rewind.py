@@ -62,7 +62,7 @@ def test_rewind_with_restore_targets_keeps_the_target_exactly_once(ws, three_run
 
 
 def test_restore_refuses_when_another_writer_committed(ws, three_runs, delta_path):
-    engine = delta_engine(ws.spark, "embedded")
+    engine = delta_engine(ws.spark, mode="embedded")
     foreign = ws.spark.createDataFrame([(999, "by hand")], "id BIGINT, source_file STRING")
     engine.write(foreign, ws.target, merge_schema=True)
     before = engine.version(ws.target)
@@ -116,11 +116,11 @@ def test_glue_shaped_bookmark_entry(ws, three_runs):
         "copy", 3, 3, 1)
     assert (entry["RunId"], entry["PreviousRunId"]) == (three_runs[2], three_runs[1])
     assert json.loads(entry["JobBookmark"])["src"]["files_total"] == 3
-    first = admin.glue_bookmark_entry(ws.store, "copy", three_runs[0])
+    first = admin.glue_bookmark_entry(ws.store, "copy", run_id=three_runs[0])
     assert first["Run"] == 1 and first["PreviousRunId"] is None
     assert json.loads(first["JobBookmark"])["src"]["files_total"] == 1
     with pytest.raises(RunStateError):
-        admin.glue_bookmark_entry(ws.store, "copy", "nope")
+        admin.glue_bookmark_entry(ws.store, "copy", run_id="nope")
 
 
 def test_cli_rewind_history_and_get(ws, three_runs):

@@ -474,7 +474,7 @@ def test_the_operations_page_reads_a_state_root_on_s3(ws, bucket):
     store.record_run(Run(job="copy", run_id="r1", run_seq=1, status="succeeded",
                          mode="enable", started_at=now, ended_at=now,
                          inputs={"src": {"files": 2}}),
-                     [Bookmark(job="copy", context="src", run_id="r1", run_seq=1,
+                     bookmarks=[Bookmark(job="copy", context="src", run_id="r1", run_seq=1,
                                source_kind="custom", state={"high_water": 7})])
     client = create_app(ws.settings).test_client()
     assert client.get("/").status_code == 200
@@ -497,7 +497,7 @@ def test_state_tables_on_s3_are_tidied_and_every_run_stays_reachable(bucket):
         store.record_run(
             Run(job="a", run_id=f"a{seq}", run_seq=seq, status="succeeded", mode="enable",
                 started_at=at),
-            [Bookmark(job="a", context="src", run_id=f"a{seq}", run_seq=seq,
+            bookmarks=[Bookmark(job="a", context="src", run_id=f"a{seq}", run_seq=seq,
                       source_kind="files", state={"n": seq})])
     [runs] = [size for size in StateStore(root, retention_hours=0).tidy()
               if size.table == "runs"]

@@ -30,7 +30,7 @@ def mark(job, ctx, seq, **state):
 def test_tables_are_created_on_first_use_and_read_back(tmp_path):
     store = StateStore(tmp_path)
     assert store.runs() == [] and store.bookmarks("a") == []
-    store.record_run(run("a", 1), [mark("a", "src", 1, high_water=10)])
+    store.record_run(run("a", 1), bookmarks=[mark("a", "src", 1, high_water=10)])
     assert log.is_table(str(tmp_path / "runs")) and log.is_table(str(tmp_path / "bookmarks"))
     [got] = store.runs("a")
     assert got == run("a", 1)
@@ -40,12 +40,13 @@ def test_tables_are_created_on_first_use_and_read_back(tmp_path):
 
 def test_current_bookmark_is_the_newest_per_context(tmp_path):
     store = StateStore(tmp_path)
-    store.record_run(run("a", 1), [mark("a", "src", 1, hw=1), mark("a", "other", 1, hw=5)])
-    store.record_run(run("a", 2), [mark("a", "src", 2, hw=2)])
-    store.record_run(run("b", 1), [mark("b", "src", 1, hw=99)])
+    store.record_run(run("a", 1),
+                     bookmarks=[mark("a", "src", 1, hw=1), mark("a", "other", 1, hw=5)])
+    store.record_run(run("a", 2), bookmarks=[mark("a", "src", 2, hw=2)])
+    store.record_run(run("b", 1), bookmarks=[mark("b", "src", 1, hw=99)])
     current = {b.context: b.state["hw"] for b in store.bookmarks("a")}
     assert current == {"src": 2, "other": 5}
-    assert [b.state["hw"] for b in store.bookmarks("a", "src")] == [2]
+    assert [b.state["hw"] for b in store.bookmarks("a", context="src")] == [2]
     assert [(r.job, r.run_seq) for r in store.runs()] == [("a", 1), ("a", 2), ("b", 1)]
 
 
@@ -79,7 +80,7 @@ def test_files_and_log_entries_go_once_past_the_retention(tmp_path):
                                                              retention_hours=0)
     for seq in range(1, 10 * MAINTENANCE_EVERY + 1):
         for store in (kept, tidied):
-            store.record_run(run("a", seq), [mark("a", "src", seq)])
+            store.record_run(run("a", seq), bookmarks=[mark("a", "src", seq)])
     assert footprint("kept") > 2 * 10 * MAINTENANCE_EVERY  # within the hour: all kept
     assert footprint("tidied") < 4 * MAINTENANCE_EVERY
     for store in (kept, tidied):
@@ -128,7 +129,7 @@ def test_a_run_shows_its_newest_status(tmp_path):
 def test_processed_files_by_time_and_path(tmp_path):
     store = StateStore(tmp_path)
     files = [ProcessedFile("a", "src", "a-1", 1, f"/in/{i}.json", 10, 1000 + i) for i in range(5)]
-    store.record_run(run("a", 1), [mark("a", "src", 1)], files)
+    store.record_run(run("a", 1), bookmarks=[mark("a", "src", 1)], files=files)
     assert store.processed_files("a", "src", modified_after_ms=1002) == files[3:]
     assert store.processed_files("a", "src", paths=["/in/0.json", "/in/x"]) == files[:1]
     assert store.processed_files("a", "src", paths=[]) == []
@@ -143,8 +144,8 @@ def test_every_column_is_documented():
 
 def test_sql_over_tables_and_views(tmp_path):
     store = StateStore(tmp_path)
-    store.record_run(run("a", 1), [mark("a", "src", 1, hw=1)])
-    store.record_run(run("a", 2), [mark("a", "src", 2, hw=2)])
+    store.record_run(run("a", 1), bookmarks=[mark("a", "src", 1, hw=1)])
+    store.record_run(run("a", 2), bookmarks=[mark("a", "src", 2, hw=2)])
     rows = run_sql(store, "SELECT job, run_seq FROM current_bookmarks").to_pylist()
     assert rows == [{"job": "a", "run_seq": 2}]
     assert run_sql(store, "select count(*) AS n from runs where status = 'succeeded'"
@@ -201,7 +202,7 @@ def test_sql_on_a_new_state_root_sees_empty_tables(tmp_path):
 def test_valid_runs_follow_rewinds_and_resets(tmp_path):
     store = StateStore(tmp_path)
     for seq in (1, 2, 3):
-        store.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+        store.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
 
     def event(kind, at, to=None):
         store.record_bookmarks([Bookmark(
@@ -211,13 +212,13 @@ def test_valid_runs_follow_rewinds_and_resets(tmp_path):
     event("rewind", 3, to=1)
     assert store.histories("a")["src"].valid_runs == {1}
     for seq in (4, 5):
-        store.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+        store.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
     event("rewind", 5, to=4)
     history = store.histories("a")["src"]
     assert history.valid_runs == {1, 4} and history.current.state == {"n": 4}
     event("rewind", 5, to=2)  # back before the first rewind: run 2's own past
     assert store.histories("a")["src"].valid_runs == {1, 2}
-    store.record_run(run("a", 6, status="failed"), [mark("a", "src", 6, n=6)])
+    store.record_run(run("a", 6, status="failed"), bookmarks=[mark("a", "src", 6, n=6)])
     assert store.bookmarks("a")[0].state == {"n": 2}  # a failed run's plan never counts
     event("reset", 6)
     assert store.bookmarks("a") == [] and store.histories("a")["src"].valid_runs == set()
@@ -234,7 +235,7 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
     failed = {4, 9, 14, 15, 16, 17, 18}
     for seq in range(1, 19):
         store.record_run(run("a", seq, "failed" if seq in failed else "succeeded"),
-                         [mark("a", "src", seq, n=seq), mark("a", "other", seq, n=seq)])
+                         bookmarks=[mark("a", "src", seq, n=seq), mark("a", "other", seq, n=seq)])
         if seq in (6, 11):  # a rewind to run 2, then a reset of the other context
             store.record_bookmarks([Bookmark(
                 job="a", context="src" if seq == 6 else "other", run_id="x", run_seq=seq,
@@ -245,7 +246,7 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
         every = store.histories("a", up_to_seq=up_to)  # no context: every row is resolved
         for context in ("src", "other"):
             log.forget_open_tables()
-            newest = store.histories("a", context, up_to_seq=up_to)
+            newest = store.histories("a", context=context, up_to_seq=up_to)
             assert newest.keys() <= every.keys() and every.get(context) == newest.get(context)
             if context in every:
                 assert {s for s in range(20) if s in newest[context].valid_runs} \
@@ -256,17 +257,17 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
     plain = StateStore(tmp_path / "plain")  # no rewinds: old files are not even opened
     plain.upkeep = dataclasses.replace(plain.upkeep, compact_every=1_000)  # tidied below
     for seq in range(1, 9):
-        plain.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+        plain.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
     plain.tidy()
     [old_runs] = log._open(plain.path(BOOKMARKS)).file_uris()
     for seq in range(9, 13):
-        plain.record_run(run("a", seq), [mark("a", "src", seq, n=seq)])
+        plain.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
     log.forget_open_tables()
     opened = []
     read_file = log._read_file
     monkeypatch.setattr(log, "_read_file", lambda uri, schema: opened.append(uri)
                         or read_file(uri, schema))
-    history = plain.histories("a", "src")["src"]
+    history = plain.histories("a", context="src")["src"]
     assert history.current.state == {"n": 12} and old_runs not in opened
     assert 2 in history.valid_runs and old_runs in opened  # read when asked about run 2
 

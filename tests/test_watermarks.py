@@ -40,7 +40,7 @@ def test_a_run_records_a_watermark_the_next_run_filters_with(ws):
     assert ws.store.watermarks("copy")[0].run_seq == 1  # a failed run's watermark never counts
     ws.declare(cls="WatermarkedCopy")
     ws.run()
-    ids = sorted(r.id for r in delta_engine(ws.spark, "embedded").read(ws.target).collect())
+    ids = sorted(r.id for r in delta_engine(ws.spark, mode="embedded").read(ws.target).collect())
     assert ids == [1, 2, 4]
     assert ws.store.watermarks("copy")[0].value.replace(tzinfo=None) == T + dt.timedelta(
         minutes=9)

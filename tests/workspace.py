@@ -66,7 +66,7 @@ class Workspace:
     def ids(self) -> list[int]:
         from framework.delta import delta_engine
 
-        df = delta_engine(self.spark, "embedded").read(self.target)
+        df = delta_engine(self.spark, mode="embedded").read(self.target)
         return sorted(r.id for r in df.select("id").collect())
 
     def start_run(self, job: str = "copy", **env: str) -> subprocess.Popen:
@@ -80,6 +80,6 @@ class Workspace:
         """(id, source file name) of every row of a target, sorted."""
         from framework.delta import delta_engine
 
-        df = delta_engine(self.spark, "embedded").read(table)
+        df = delta_engine(self.spark, mode="embedded").read(table)
         return sorted((r.id, r.source_file.rsplit("/", 1)[-1])
                       for r in df.select("id", "source_file").collect())

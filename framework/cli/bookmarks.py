@@ -24,7 +24,7 @@ def show(
 ) -> None:
     """Show the current bookmark of each context of JOB, readably."""
     with library_errors(ctx):
-        described = describe_bookmarks(options(ctx).store(), job, context, list_files=files)
+        described = describe_bookmarks(options(ctx).store(), job, context=context, list_files=files)
         if not described:
             admin.require_job(options(ctx).settings(), job)
     if as_json:
@@ -89,7 +89,7 @@ def history(
 ) -> None:
     """Every state change of JOB's contexts, oldest first (counts: whether it applies)."""
     with library_errors(ctx):
-        rows = admin.bookmark_history(options(ctx).store(), job, context)
+        rows = admin.bookmark_history(options(ctx).store(), job, context=context)
         if not rows:
             admin.require_job(options(ctx).settings(), job)
     render(rows, as_json=as_json)
@@ -105,7 +105,7 @@ def get(
 ) -> None:
     """JOB's bookmark shaped like Glue's GetJobBookmark JobBookmarkEntry."""
     with library_errors(ctx):
-        entry = admin.glue_bookmark_entry(options(ctx).store(), job, run)
+        entry = admin.glue_bookmark_entry(options(ctx).store(), job, run_id=run)
     typer.echo(json.dumps(entry, indent=None if as_json else 2))
 
 

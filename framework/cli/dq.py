@@ -24,7 +24,7 @@ def results(
         store = options(ctx).store()
         if run is not None and ((found := store.find_run(run)) is None or found.job != job):
             raise RunNotFoundError(run)
-        found = store.dq_results(job, run)
+        found = store.dq_results(job, run_id=run)
         if as_json:
             render(found, as_json=True)
             return

@@ -123,7 +123,7 @@ def _describe_write(target: str, result: dict, dry_run: bool) -> str:
         return "rolled back"
     if not result.get("written"):
         return "would be written" if dry_run else "nothing written"
-    return target_of(target, result).describe(result)
+    return target_of(target, output=result).describe(result)
 
 
 def _describe_counts(counts: dict) -> str:

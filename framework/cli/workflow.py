@@ -104,7 +104,7 @@ def status(
 ) -> None:
     """Each job of NAME's latest workflow run (or --run): trigger, state, timings, run id."""
     with library_errors(ctx):
-        nodes = options(ctx).store().workflow_run(name, run_id)
+        nodes = options(ctx).store().workflow_run(name, workflow_run_id=run_id)
         if not nodes:
             admin.require_workflow(options(ctx).settings(), name)
     if as_json:

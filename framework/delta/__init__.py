@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-def delta_engine(spark: SparkSession, mode: DeltaMode = "auto") -> DeltaEngine:
+def delta_engine(spark: SparkSession, *, mode: DeltaMode = "auto") -> DeltaEngine:
     """The Delta path for ``spark``: ``auto`` picks native when Delta's classes are loaded.
 
     Raises:

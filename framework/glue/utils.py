@@ -63,7 +63,7 @@ def getResolvedOptions(args: Sequence[str], options: Sequence[str]) -> dict[str,
     mode = mode or "job-bookmark-disable"
     start, end = (given.get(name) for name in RANGE_OPTIONS)
     try:
-        BookmarkOptions.parse("glue script", mode, start, end, flags=GLUE_FLAGS)
+        BookmarkOptions.parse("glue script", mode, from_run=start, to_run=end, flags=GLUE_FLAGS)
     except BookmarkOptionError as exc:
         raise GlueArgumentError(exc.message) from None
     resolved: dict[str, str | None] = {o: given[o] for o in options}

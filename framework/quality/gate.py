@@ -61,7 +61,7 @@ class RuleOutcome:
         return f"{self.rule.text}" + (f" ({'; '.join(detail)})" if detail else "")
 
 
-def evaluate(df: DataFrame, ruleset: RuleSet, measured: Measured | None = None
+def evaluate(df: DataFrame, ruleset: RuleSet, *, measured: Measured | None = None
              ) -> list[RuleOutcome]:
     """Evaluate every rule of ``ruleset`` on ``df``, given what ``measure`` found there
     (measured here when not given). A rule that cannot be evaluated (a missing column, bad

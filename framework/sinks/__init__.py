@@ -15,7 +15,7 @@ from framework.sinks.target import Target
 __all__ = ["Target", "target_of"]
 
 
-def target_of(key: str, output: Mapping[str, Any] | None = None, *,
+def target_of(key: str, *, output: Mapping[str, Any] | None = None,
               databases: jdbc.DatabaseTargets | None = None) -> Target:
     """The target runs name ``key``, of the kind its output entry (``Run.outputs[key]``)
     tags (no tag: Delta); without an entry, of the kind found there: a database table by

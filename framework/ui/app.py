@@ -96,13 +96,13 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
     def job(job: str):
         admin.require_job(settings, job)
         return render_template("job.html", page=pages.job_page(settings, job,
-                                                              request.args.get("dq_run")),
+                                                              dq_run=request.args.get("dq_run")),
                                done=request.args.get("done"))
 
     @app.get("/api/jobs/<job>")
     def job_json(job: str):
         admin.require_job(settings, job)
-        return jsonify(pages.job_page(settings, job, request.args.get("dq_run")))
+        return jsonify(pages.job_page(settings, job, dq_run=request.args.get("dq_run")))
 
     @app.get("/api/jobs/<job>/waiting")
     def waiting_json(job: str):

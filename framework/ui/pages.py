@@ -73,7 +73,7 @@ def overview(settings: Settings) -> dict[str, Any]:
             "jobs": jobs, "workflows": workflows}
 
 
-def job_page(settings: Settings, job: str, dq_run: str | None = None) -> dict[str, Any]:
+def job_page(settings: Settings, job: str, *, dq_run: str | None = None) -> dict[str, Any]:
     """One job: its newest runs (what each read and wrote, its error and recovery), the
     series for the charts, each context's bookmark and history, its watermarks, and the
     data-quality results of one run (default: the newest that has some)."""
@@ -88,7 +88,7 @@ def job_page(settings: Settings, job: str, dq_run: str | None = None) -> dict[st
     contexts = [{"context": b.context, "current": _plain(asdict(b)),
                  "history": history[b.context]}
                 for b in sorted(store.bookmarks(job), key=lambda b: b.context)]
-    dq = store.dq_results(job, dq_run)
+    dq = store.dq_results(job, run_id=dq_run)
     return {
         "job": job,
         "runs": rows,

@@ -35,7 +35,7 @@ class WorkflowRunSummary:
     resumed_from: str | None = None
 
 
-def workflow_runs(settings: Settings, name: str, limit: int | None = None
+def workflow_runs(settings: Settings, name: str, *, limit: int | None = None
                   ) -> list[WorkflowRunSummary]:
     """The runs of workflow ``name`` (the newest ``limit``, or all), the newest first.
 

@@ -44,7 +44,7 @@ def main() -> None:
         if os.environ.get("CI") == "true":
             raise SystemExit("bench_delta_io: Delta's jars are not on the session (CI=true)")
         paths.remove("native")
-    engines = {name: delta_engine(spark, name) for name in paths}
+    engines = {name: delta_engine(spark, mode=name) for name in paths}
 
     def data(n: int):
         return spark.range(n).select(

@@ -67,7 +67,7 @@ def scenario(spark, conf: Path, root: str, processed: int,
         "class": "jobs.orders_ingest:OrdersIngest",
         "params": {"landing": landing, "target": f"{root}/dm_target"}}))
     settings = load_settings(conf_dir=conf)
-    engine = delta_engine(spark, "embedded")
+    engine = delta_engine(spark, mode="embedded")
     ss_target, checkpoint = f"{root}/ss_target", f"{root}/ss_checkpoint"
     ss_rows: list[int] = []
 

@@ -67,7 +67,7 @@ def scenario(spark, scratch: Path, db, total: int) -> dict[str, float]:
     (conf / "jobs" / "copy.yaml").write_text(json.dumps({
         "class": f"{__name__}:OrdersCopy", "params": {"target": str(scratch / "dm_target")}}))
     settings = load_settings(conf_dir=conf)
-    engine = delta_engine(spark, "embedded")
+    engine = delta_engine(spark, mode="embedded")
 
     def deltamark() -> int:
         return run_job(settings, "copy", spark=spark).inputs["orders_db"]["rows"]

@@ -40,7 +40,7 @@ def stream(landing: str, checkpoint: str, target: str) -> None:
     # Fair to Structured Streaming (as in bench_incremental_files): explicit file lists are
     # checked in a listing job of up to 10,000 tasks unless told otherwise.
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-    engine = delta_engine(spark, "embedded")
+    engine = delta_engine(spark, mode="embedded")
 
     def write_batch(df, batch_id: int) -> None:
         engine.write(df, target, txn=AppTransaction("ss", batch_id + 1))

@@ -104,7 +104,8 @@ def main() -> None:
                 run_job(settings, name, spark=spark, args=warming)
                 if round_:
                     times[name].append(time.perf_counter() - started)
-        quarantined = delta_engine(spark, "embedded").read(str(scratch / "rejected_rows")).count()
+        quarantined = delta_engine(spark, mode="embedded").read(
+            str(scratch / "rejected_rows")).count()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -86,7 +86,7 @@ def main() -> None:
 
     count = int(os.environ.get("DELTAMARK_BENCH_DOCUMENTS", "1000000"))
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
-    engine = delta_engine(spark, "embedded")
+    engine = delta_engine(spark, mode="embedded")
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-relationalize-"))
     try:
         documents(spark, count).write.parquet(str(scratch / "documents"))

@@ -39,7 +39,7 @@ def _read(store: StateStore, seq: int) -> None:
     """What run ``seq`` reads of the state before it plans."""
     last = store.last_run(JOB)
     store.written_targets(JOB, since_seq=max(0, seq - 100))
-    current = store.histories(JOB, CONTEXT).get(CONTEXT)
+    current = store.histories(JOB, context=CONTEXT).get(CONTEXT)
     assert (last.run_seq if last else 0) == seq - 1
     assert current is None or current.current.run_seq == seq - 1
     store.processed_files(JOB, CONTEXT, modified_after_ms=seq - 2)
@@ -50,10 +50,10 @@ def _commit(store: StateStore, seq: int) -> None:
     run = Run(job=JOB, run_id=f"r{seq}", run_seq=seq, status="running", mode="enable",
               started_at=T0, arguments={"landing": "s3://landing/orders"})
     store.record_run(run)
-    store.record_plan(run, [Bookmark(job=JOB, context=CONTEXT, run_id=run.run_id,
+    store.record_plan(run, bookmarks=[Bookmark(job=JOB, context=CONTEXT, run_id=run.run_id,
                                      run_seq=seq, source_kind="files",
                                      state={"settled_ms": seq, "files_total": seq})],
-                      [ProcessedFile(job=JOB, context=CONTEXT, run_id=run.run_id,
+                      files=[ProcessedFile(job=JOB, context=CONTEXT, run_id=run.run_id,
                                      run_seq=seq, path=f"s3://landing/orders/f{seq}.json",
                                      size=1_000, modified_ms=seq)])
     outputs = {"s3://lake/orders": {"written": True, "version": seq, "rows": 1_000}}
@@ -91,7 +91,7 @@ def main() -> None:
         for i in range(1, SAMPLES + 1):
             early.append(_timed_run(beside, EARLY + i))
             late.append(_timed_run(store, RUNS + i))
-        first = store.histories(JOB, CONTEXT, up_to_seq=1)[CONTEXT].current
+        first = store.histories(JOB, context=CONTEXT, up_to_seq=1)[CONTEXT].current
         assert first.run_id == "r1" and first.state["settled_ms"] == 1
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -57,7 +57,7 @@ def _measure(store: StateStore, first_seq: int) -> list[float]:
     for seq in range(first_seq, first_seq + SAMPLES):
         started = time.perf_counter()
         current = store.bookmarks("orders")
-        store.record_run(_run(seq), _marks(seq))
+        store.record_run(_run(seq), bookmarks=_marks(seq))
         took.append((time.perf_counter() - started) * 1000)
         assert len(current) == len(CONTEXTS)
     return took
@@ -66,7 +66,7 @@ def _measure(store: StateStore, first_seq: int) -> list[float]:
 def _pair(root: str) -> tuple[list[float], list[float]]:
     """The pair's times on empty tables and with the history, under ``root``."""
     empty = StateStore(f"{root}/empty")
-    empty.record_run(_run(0), _marks(0))
+    empty.record_run(_run(0), bookmarks=_marks(0))
     baseline = _measure(empty, 1)
     loaded = StateStore(f"{root}/loaded")
     _seed(loaded)
