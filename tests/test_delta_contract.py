@@ -264,8 +264,8 @@ def test_native_without_jars_is_a_one_line_error():
             "from framework.errors import DeltaEngineUnavailableError\n"
             "from framework.spark import spark_session\n"
             "spark = spark_session(Settings(spark=SparkSettings(master='local[1]')))\n"
-            "print('AUTO', delta_engine(spark, 'auto').name)\n"
-            "try:\n    delta_engine(spark, 'native')\n"
+            "print('AUTO', delta_engine(spark, mode='auto').name)\n"
+            "try:\n    delta_engine(spark, mode='native')\n"
             "except DeltaEngineUnavailableError as e:\n    print('ERROR', e)\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=180)

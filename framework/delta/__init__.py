@@ -1,6 +1,6 @@
 """Delta tables from Spark, on the native (delta-spark) or embedded (delta-rs) path.
 
-    engine = delta_engine(spark, "auto")
+    engine = delta_engine(spark, mode="auto")
     engine.write(df, "data/lake/orders", txn=AppTransaction("orders_ingest", 7))
     engine.read("data/lake/orders", version=3, filters=[("day", ">=", "2024-01-01")])
 """
