@@ -45,7 +45,7 @@ def workflow_runs(settings: Settings, name: str, *, limit: int | None = None
     workflow = load_workflow(settings, name)
     live = control.live_runs(settings, workflow)
     return [summarize(nodes, live=nodes[0].workflow_run_id in live)
-            for nodes in StateStore(settings.state_root).workflow_runs(name, limit)]
+            for nodes in StateStore(settings.state_root).workflow_runs(name, limit=limit)]
 
 
 def summarize(nodes: Sequence[WorkflowNode], *, live: bool) -> WorkflowRunSummary:
