@@ -6,11 +6,11 @@ decides whether there is anything new (``framework.preflight``): both see the sa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from framework.errors import SourceError
 from framework.sources import files
+from framework.sources.state import BookmarkState, decode
 from state_tables.store import ContextHistory, StateStore
 
 __all__ = ["BookmarkHistory"]
@@ -41,17 +41,17 @@ class BookmarkHistory:
         return history
 
     def state(self, context: str, kind: str, *, up_to_seq: int | None = None
-              ) -> Mapping[str, Any] | None:
-        """The context's bookmark state (a source's own JSON object), or None."""
+              ) -> BookmarkState | None:
+        """The context's bookmark state (its source kind's), or None."""
         history = self.current(context, kind, up_to_seq=up_to_seq)
-        return history.current.state if history else None
+        return decode(kind, history.current.state) if history else None
 
     def files(self, context: str, *, up_to_seq: int | None = None) -> files.FileBookmark | None:
         """A file context's bookmark with the files it tracks by name, or None."""
         history = self.current(context, files.SOURCE_KIND, up_to_seq=up_to_seq)
         if history is None:
             return None
-        state = files.FileState.from_dict(history.current.state)
+        state = decode(files.SOURCE_KIND, history.current.state)
         valid = history.valid_runs  # the older runs are read only if a file needs them
         read = self.store.processed_files(self.job, context, run_seqs=valid,
                                           modified_after_ms=state.settled_ms)

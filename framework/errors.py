@@ -340,6 +340,16 @@ class StateSchemaError(DeltamarkError):
         super().__init__(f"state table {table}: {problem}")
 
 
+class BookmarkStateError(DeltamarkError):
+    """A bookmark state this deltamark cannot read: an unknown source kind, or a state
+    version newer than its own."""
+
+    def __init__(self, kind: str, problem: str):
+        self.kind = kind
+        super().__init__(f"bookmark state of source kind '{kind}': {problem}. Upgrade "
+                         "deltamark to read it.")
+
+
 class DeltaTableError(DeltamarkError):
     """A problem with one Delta table; ``path`` names it."""
 

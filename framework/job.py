@@ -47,6 +47,7 @@ from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from framework.sources.malformed import BadRecords
+from framework.sources.state import BookmarkState, encode
 from framework.target_runs import check_target_write, run_record
 from state_tables.model import Bookmark, DqResult, ProcessedFile, Watermark
 from state_tables.store import StateStore
@@ -80,7 +81,7 @@ class SourceRead:
     context: str
     kind: str
     counts: Mapping[str, int]
-    state: Mapping[str, Any] | None
+    state: BookmarkState | None
     files_read: tuple[files.ListedFile, ...] = ()
     #: files earlier runs read that ``state`` still tracks by name (``FilePlan.carried``)
     carried: tuple[files.ListedFile, ...] = ()
@@ -98,7 +99,7 @@ class PinnedRead:
     """What one context of an interrupted run had planned: replays read exactly this."""
 
     files: tuple[files.ListedFile, ...]
-    state: Mapping[str, Any] | None
+    state: BookmarkState | None
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,7 @@ class JobContext:
                 plan=lambda start, end, advance: files.plan_files(
                     listed, source, start=start, end=end, advance=advance))
         self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
-                                          plan.state.to_dict() if plan.state else None,
+                                          plan.state,
                                           plan.files, plan.carried, nothing=not plan.files,
                                           description=source.description() if bookmark else None)
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
@@ -333,7 +334,7 @@ class JobContext:
             raise JobError(self.job_name, f"read_delta({table!r}, version={version}): a "
                            "version is for whole-table reads; pass bookmark=False.")
         context = self._context(transformation_ctx, bookmark, f"read_delta({table!r})")
-        pinned_end = None if version is None else {"version": version}
+        pinned_end = None if version is None else delta_source.DeltaState(table, version)
         plan = self._state_plan(
             context, delta_source.SOURCE_KIND, tracked=bookmark,
             pinned=delta_source.DeltaPlan.pinned,
@@ -434,7 +435,7 @@ class JobContext:
         return plan(bookmark_at(None), None, self.bookmark.advances)
 
     def _state_plan(self, context: str, kind: str, *, tracked: bool,
-                    pinned: Callable[[Mapping[str, Any]], Any],
+                    pinned: Callable[[Any], Any],
                     plan: Callable[[Any, Any, bool], Any]) -> Any:
         """Plan a source whose bookmark is its state: a replay takes its pinned state."""
         if (read := (self._run.pinned or {}).get(context)) is not None and read.state:
@@ -846,7 +847,8 @@ class JobContext:
     def _plan_rows(self, reads: Iterable[SourceRead]
                    ) -> tuple[list[Bookmark], list[ProcessedFile]]:
         bookmarks = [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
-                              run_seq=self.run_seq, source_kind=r.kind, state=r.state)
+                              run_seq=self.run_seq, source_kind=r.kind,
+                              state=encode(r.state))
                      for r in reads if r.state is not None]
         processed = [self._processed(r.context, f) for r in reads for f in r.files_read]
         return bookmarks, processed
@@ -863,4 +865,4 @@ def _target_key(target: str) -> str:
 
 def _pinned_plan(pinned: PinnedRead) -> FilePlan:
     return FilePlan(files=pinned.files, listed=len(pinned.files),
-                    state=files.FileState.from_dict(pinned.state) if pinned.state else None)
+                    state=pinned.state)

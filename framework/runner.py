@@ -56,6 +56,7 @@ from framework.redaction import redact, redact_values
 from framework.sinks import jdbc as jdbc_sink
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import settings_connections
+from framework.sources.state import decode
 from framework.target_runs import (
     attempted_targets,
     check_state_knows,
@@ -361,7 +362,7 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     by_context: dict[str, list[ListedFile]] = defaultdict(list)
     for f in files:
         by_context[f.context].append(ListedFile(f.path, f.size, f.modified_ms))
-    states = {b.context: b.state for b in bookmarks}
+    states = {b.context: decode(b.source_kind, b.state) for b in bookmarks}
     pinned = {c: PinnedRead(tuple(by_context.get(c, ())), states.get(c))
               for c in {*by_context, *states}}
     identity = RunIdentity(job=spec.name, run_id=last.run_id, run_seq=last.run_seq,

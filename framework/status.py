@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from framework.sources import files
+from framework.sources.state import decode
 from state_tables.store import StateStore
 
 __all__ = ["describe_bookmarks"]
@@ -26,7 +27,7 @@ def describe_bookmarks(store: StateStore, job: str, *, context: str | None = Non
             "run_seq": bookmark.run_seq, "run_id": bookmark.run_id, "event": bookmark.event,
             "committed_at": bookmark.committed_at, "state": dict(bookmark.state)}
         if bookmark.source_kind == files.SOURCE_KIND and bookmark.event != "reset":
-            state = files.FileState.from_dict(bookmark.state)
+            state = decode(files.SOURCE_KIND, bookmark.state)
             window = store.processed_files(job, context_name, run_seqs=history.valid_runs,
                                            modified_after_ms=state.settled_ms)
             entry["window_files"] = len({f.path for f in window})

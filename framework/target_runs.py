@@ -18,6 +18,8 @@ from framework.errors import StateBehindTargetsError
 from framework.sinks import Target, target_of
 from framework.sinks.jdbc import DatabaseTargets
 from framework.sinks.target import MAX_WINDOW_FILES, TargetRun
+from framework.sources.files import FileState
+from framework.sources.state import decode
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 
 __all__ = ["attempted_targets", "check_state_knows", "check_target_write", "discard_unlanded",
@@ -34,9 +36,9 @@ def run_record(job: str, run_id: str, run_seq: int, mode: str,
     contexts: dict[str, Any] = {}
     for b in bookmarks:
         entry: dict[str, Any] = {"kind": b.source_kind, "state": dict(b.state)}
-        if "settled_ms" in b.state:
+        if isinstance(state := decode(b.source_kind, b.state), FileState):
             window = [[f.path, f.size, f.modified_ms] for f in files
-                      if f.context == b.context and f.modified_ms > b.state["settled_ms"]]
+                      if f.context == b.context and f.modified_ms > state.settled_ms]
             entry["window"] = window if len(window) <= MAX_WINDOW_FILES else None
         contexts[b.context] = entry
     return {"job": job, "run_id": run_id, "run_seq": run_seq, "mode": mode,

@@ -338,3 +338,50 @@ def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_pat
             and len(opened) == 1
     finally:
         log._read_file = read_file
+
+
+# --- bookmark states: one codec for every source kind ----------------------------------
+
+STORED_STATES = {  # as the bookmarks table of earlier deltamark versions holds them
+    "files": {"settled_ms": 1767225600000, "settled_at": "2026-01-01T00:00:00.000+00:00",
+              "files_total": 12, "bytes_total": 3400},
+    "delta": {"table": "lake/bronze/orders", "version": 7, "from_version": None},
+    "jdbc": {"source": "pg/public.orders", "keys": ["updated_at", "id"], "order": "asc",
+             "row_id": ["id"], "lookback": False,
+             "position": {"values": ["2026-01-01 00:00:00", "41"], "boundary": [["41"]]},
+             "from": None, "where": "id > 0", "rows": 41,
+             "partitioning": ["id", "1", "41", 2]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STORED_STATES))
+def test_each_kind_s_stored_state_decodes_to_its_class_and_encodes_back_unchanged(kind):
+    from framework.sources.state import KINDS, decode, encode
+
+    state = decode(kind, STORED_STATES[kind])
+    assert type(state).__name__ == KINDS[kind].rpartition(":")[2] and state.kind == kind
+    assert encode(state) == STORED_STATES[kind]
+    assert dataclasses.replace(state) == state  # frozen plain data
+
+
+def test_states_written_before_a_field_existed_take_its_default():
+    from framework.sources.state import decode
+
+    older = {k: v for k, v in STORED_STATES["jdbc"].items() if k != "partitioning"}
+    older["position"] = {"values": ["x", "1"]}
+    state = decode("jdbc", older)
+    assert state.partitioning is None and state.position.boundary == ()
+
+
+def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw():
+    from framework.errors import BookmarkStateError
+    from framework.sources.state import decode, describe
+
+    with pytest.raises(BookmarkStateError, match="source kind 'files': its version 3 is "
+                       "newer than this deltamark's .1.. Upgrade deltamark"):
+        decode("files", {**STORED_STATES["files"], "state_version": 3})
+    with pytest.raises(BookmarkStateError, match="'kafka': this deltamark has no such"):
+        decode("kafka", {"offset": 5})
+    assert describe("kafka", {"offset": 5}) == [("offset", "5")]
+    assert describe("delta", STORED_STATES["delta"])[1] == (
+        "processed up to", "version 7 (the next run reads the versions after it)")

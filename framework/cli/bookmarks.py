@@ -8,6 +8,7 @@ import typer
 from framework import admin
 from framework.cli._common import library_errors, options, plain, render
 from framework.sinks.target import PrunedTarget
+from framework.sources.state import describe
 from framework.status import describe_bookmarks
 
 app = typer.Typer(help="Bookmarks: what each job context has processed.", no_args_is_help=True)
@@ -113,47 +114,13 @@ def _text(job: str, entry: dict[str, Any]) -> str:
     lines = [f"{job} / {entry['context']}  ({entry['kind']}; {entry['event']} by run "
              f"{entry['run_seq']}, {entry['run_id']}, at {entry['committed_at']:%Y-%m-%d %H:%M:%S} "
              "UTC)"]
-    state = entry["state"]
     if entry["event"] == "reset":
-        lines.append("  reset: the next run starts from nothing")
-    elif entry["kind"] == "files":
-        lines += [
-            f"  high-water mark : {state['settled_at']} (files modified at or before it "
-            "count as processed)",
-            f"  window          : {entry['window_files']} files modified after it, tracked by "
-            "name",
-            f"  totals          : {state['files_total']} files, {state['bytes_total']} bytes "
-            "read by all runs",
-        ]
-        for f in entry.get("files", []):
-            lines.append(f"    {f['modified_at']:%Y-%m-%d %H:%M:%S.%f}"[:-3]
-                         + f"  {f['size']:>10}  run {f['run_seq']:<4} {f['path']}")
-    elif entry["kind"] == "delta":
-        lines += [
-            f"  table           : {state['table']}",
-            f"  processed up to : version {state['version']} (the next run reads the "
-            "versions after it)",
-        ]
-    elif entry["kind"] == "jdbc":
-        lines += _jdbc_text(state)
-    else:
-        lines += [f"  {key}: {value}" for key, value in state.items()]
+        return "\n".join([*lines, "  reset: the next run starts from nothing"])
+    lines += [f"  {label:<16}: {text}" for label, text in describe(entry["kind"], entry["state"])]
+    if "window_files" in entry:
+        lines.append(f"  {'window':<16}: {entry['window_files']} files modified after the "
+                     "high-water mark, tracked by name")
+    for f in entry.get("files", []):
+        lines.append(f"    {f['modified_at']:%Y-%m-%d %H:%M:%S.%f}"[:-3]
+                     + f"  {f['size']:>10}  run {f['run_seq']:<4} {f['path']}")
     return "\n".join(lines)
-
-
-def _jdbc_text(state: dict[str, Any]) -> list[str]:
-    keys = ", ".join(state["keys"])
-    position = state["position"]
-    lines = [f"  source          : {state['source']}",
-             f"  keys            : {keys} ({state['order']}); rows identified by "
-             f"{', '.join(state['row_id'])}"]
-    if position is None:
-        return [*lines, "  processed up to : nothing (the source was empty)"]
-    values = ", ".join(position["values"])
-    lines.append(f"  processed up to : {keys} = {values} (the next run reads the rows after "
-                 "it" + (", and re-reads a lookback before it)" if state["lookback"] else ")"))
-    if position["boundary"]:
-        lines.append(f"  at that value   : {len(position['boundary'])} rows read, by "
-                     f"{', '.join(state['row_id'])}; others at it are read next")
-    lines.append(f"  last run        : {state['rows']} rows")
-    return lines

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.delta import log
 from framework.errors import ChangesUnavailableError
@@ -21,10 +21,28 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
 
-__all__ = ["SOURCE_KIND", "DeltaPlan", "description", "plan_delta", "read_delta",
+__all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaState", "description", "plan_delta", "read_delta",
            "versions_ahead"]
 
 SOURCE_KIND = "delta"
+
+
+@dataclass(frozen=True)
+class DeltaState:
+    """A Delta context's bookmark: the last version of ``table`` it processed (after
+    ``from_version``: the run's range, pinned for a replay)."""
+
+    kind: ClassVar[str] = SOURCE_KIND
+    state_version: ClassVar[int] = 1
+
+    table: str
+    version: int
+    from_version: int | None = None
+
+    def describe(self) -> list[tuple[str, str]]:
+        return [("table", self.table),
+                ("processed up to", f"version {self.version} (the next run reads the "
+                 "versions after it)")]
 
 
 @dataclass(frozen=True)
@@ -39,13 +57,13 @@ class DeltaPlan:
     to: int
     advance: bool = False
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> DeltaState:
         """The bookmark to commit; it also pins the range for a replay."""
-        return {"table": self.table, "version": self.to, "from_version": self.after}
+        return DeltaState(table=self.table, version=self.to, from_version=self.after)
 
     @classmethod
-    def pinned(cls, state: Mapping[str, Any]) -> DeltaPlan:
-        return cls(table=state["table"], after=state["from_version"], to=state["version"],
+    def pinned(cls, state: DeltaState) -> DeltaPlan:
+        return cls(table=state.table, after=state.from_version, to=state.version,
                    advance=True)
 
     def counts(self) -> dict[str, int]:
@@ -54,8 +72,8 @@ class DeltaPlan:
                 "versions": max(0, self.to - first + 1)}
 
 
-def plan_delta(table: str, *, start: Mapping[str, Any] | None,
-               end: Mapping[str, Any] | None = None, advance: bool) -> DeltaPlan:
+def plan_delta(table: str, *, start: DeltaState | None, end: DeltaState | None = None,
+               advance: bool) -> DeltaPlan:
     """Pin the range: after ``start``'s version (everything when None) up to ``end``'s
     version, or the table's current version.
 
@@ -63,8 +81,8 @@ def plan_delta(table: str, *, start: Mapping[str, Any] | None,
         TableNotFoundError: no Delta table at ``table``.
         ChangesUnavailableError: the table is older than the bookmark (it was recreated).
     """
-    to = end["version"] if end is not None else log.snapshot(table).version
-    after = start["version"] if start is not None else None
+    to = end.version if end is not None else log.snapshot(table).version
+    after = start.version if start is not None else None
     if after is not None and after > to:
         raise ChangesUnavailableError(
             table, f"is at version {to}, before the bookmark's version {after}: it was "
@@ -80,7 +98,7 @@ def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> dict[
     return {"kind": SOURCE_KIND, "table": plan.table, "asked": version, "read": plan.to}
 
 
-def versions_ahead(description: Mapping[str, Any], state: Mapping[str, Any] | None) -> int:
+def versions_ahead(description: Mapping[str, Any], state: DeltaState | None) -> int:
     """How many versions a read described by ``description`` would find past its bookmark
     ``state`` (or, for a whole-table read, whether the version to read has changed)."""
     if "read" in description:  # a whole-table read: anything other than what it read

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pyarrow.fs as pafs
 
@@ -65,20 +65,24 @@ SOURCE_KIND = "files"
 class FileState:
     """A file context's bookmark: what ``state`` holds in the ``bookmarks`` table."""
 
+    kind: ClassVar[str] = SOURCE_KIND
+    state_version: ClassVar[int] = 1
+
     settled_ms: int
+    #: ``settled_ms`` as an ISO time, for people reading the table
+    settled_at: str = field(init=False, compare=False)
     files_total: int = 0
     bytes_total: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
         settled = datetime.fromtimestamp(self.settled_ms / 1000, UTC)
-        return {"settled_ms": self.settled_ms,
-                "settled_at": settled.isoformat(timespec="milliseconds"),
-                "files_total": self.files_total, "bytes_total": self.bytes_total}
+        object.__setattr__(self, "settled_at", settled.isoformat(timespec="milliseconds"))
 
-    @classmethod
-    def from_dict(cls, state: Mapping[str, Any]) -> FileState:
-        return cls(settled_ms=int(state["settled_ms"]), files_total=int(state["files_total"]),
-                   bytes_total=int(state["bytes_total"]))
+    def describe(self) -> list[tuple[str, str]]:
+        return [("high-water mark", f"{self.settled_at} (files modified at or before it "
+                 "count as processed)"),
+                ("totals", f"{self.files_total} files, {self.bytes_total} bytes read by all "
+                 "runs")]
 
 
 @dataclass(frozen=True)

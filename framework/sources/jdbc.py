@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from framework.config import SETTINGS_FILE, Settings, text_value
 from framework.errors import ConfigError, DatabaseError
@@ -36,7 +36,8 @@ from framework.redaction import redact, remember_credentials, remember_secret
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SOURCE_KIND", "Connection", "Database", "JdbcPlan", "JdbcSource", "Transaction",
+__all__ = ["SOURCE_KIND", "Connection", "Database", "JdbcPlan", "JdbcSource", "JdbcState",
+           "Transaction",
            "connect", "description", "java_message", "plan_jdbc", "read_jdbc",
            "resolve_connection", "rows_ahead", "settings_connections"]
 
@@ -215,14 +216,40 @@ class Position:
     values: tuple[str, ...]
     boundary: tuple[tuple[str, ...], ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"values": list(self.values), "boundary": [list(r) for r in self.boundary]}
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None) -> Position | None:
-        if data is None:
-            return None
-        return cls(tuple(data["values"]), tuple(tuple(r) for r in data.get("boundary", ())))
+@dataclass(frozen=True)
+class JdbcState:
+    """A database context's bookmark: the key ``position`` it read up to; with the
+    rows its run read (after ``from_``, ``where``), pinned for a replay."""
+
+    kind: ClassVar[str] = SOURCE_KIND
+    state_version: ClassVar[int] = 1
+
+    source: str
+    keys: tuple[str, ...]
+    order: SortOrder
+    row_id: tuple[str, ...]
+    lookback: bool
+    position: Position | None
+    from_: Position | None = field(metadata={"key": "from"})
+    where: str
+    rows: int
+    partitioning: tuple[str, str, str, int] | None = None
+
+    def describe(self) -> list[tuple[str, str]]:
+        keys = ", ".join(self.keys)
+        lines = [("source", self.source),
+                 ("keys", f"{keys} ({self.order}); rows identified by "
+                  f"{', '.join(self.row_id)}")]
+        if self.position is None:
+            return [*lines, ("processed up to", "nothing (the source was empty)")]
+        lines.append(("processed up to", f"{keys} = {', '.join(self.position.values)} (the "
+                      "next run reads the rows after it" + (
+                          ", and re-reads a lookback before it)" if self.lookback else ")")))
+        if self.position.boundary:
+            lines.append(("at that value", f"{len(self.position.boundary)} rows read, by "
+                          f"{', '.join(self.row_id)}; others at it are read next"))
+        return [*lines, ("last run", f"{self.rows} rows")]
 
 
 @dataclass(frozen=True)
@@ -246,23 +273,19 @@ class JdbcPlan:
     #: the key and row-id columns as the database types them (not in a replay's plan)
     columns: tuple[Column, ...] = ()
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JdbcState:
         """The bookmark to commit; it also pins the rows for a replay."""
-        return {"source": self.source, "keys": list(self.keys), "order": self.order,
-                "row_id": list(self.row_id), "lookback": self.lookback,
-                "position": self.to.to_dict() if self.to else None,
-                "from": self.after.to_dict() if self.after else None,
-                "where": self.where, "rows": self.rows,
-                "partitioning": list(self.partitioning) if self.partitioning else None}
+        return JdbcState(source=self.source, keys=self.keys, order=self.order,
+                         row_id=self.row_id, lookback=self.lookback, position=self.to,
+                         from_=self.after, where=self.where, rows=self.rows,
+                         partitioning=self.partitioning)
 
     @classmethod
-    def pinned(cls, state: Mapping[str, Any]) -> JdbcPlan:
-        partitioning = state.get("partitioning")
-        return cls(source=state["source"], keys=tuple(state["keys"]), order=state["order"],
-                   row_id=tuple(state["row_id"]), after=Position.from_dict(state["from"]),
-                   to=Position.from_dict(state["position"]), where=state["where"],
-                   rows=state["rows"], lookback=state["lookback"], advance=True,
-                   partitioning=tuple(partitioning) if partitioning else None)
+    def pinned(cls, state: JdbcState) -> JdbcPlan:
+        return cls(source=state.source, keys=state.keys, order=state.order,
+                   row_id=state.row_id, after=state.from_, to=state.position,
+                   where=state.where, rows=state.rows, lookback=state.lookback,
+                   advance=True, partitioning=state.partitioning)
 
     def counts(self) -> dict[str, int]:
         return {"rows": self.rows}
@@ -446,8 +469,8 @@ def _shorten(sql: str, limit: int = 200) -> str:
 
 # --- planning -----------------------------------------------------------------------------
 
-def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: Mapping[str, Any] | None,
-              end: Mapping[str, Any] | None = None, advance: bool) -> JdbcPlan:
+def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: JdbcState | None,
+              end: JdbcState | None = None, advance: bool) -> JdbcPlan:
     """Pin the rows after ``start``'s position (all when None) up to ``end``'s position, or
     up to the source's last row now.
 
@@ -492,15 +515,15 @@ def _column(by_name: Mapping[str, Column], name: str, source: JdbcSource) -> Col
     return found
 
 
-def _checked_position(state: Mapping[str, Any] | None, source: JdbcSource, sql: _Sql
+def _checked_position(state: JdbcState | None, source: JdbcSource, sql: _Sql
                       ) -> Position | None:
     if state is None:
         return None
-    if state["keys"] != list(sql.key_names) or state["order"] != source.order:
-        raise DatabaseError(source.display, f"the bookmark was taken over keys {state['keys']} "
-                            f"({state['order']}), not {list(sql.key_names)} ({source.order}). "
-                            "Reset the context to read with other keys.")
-    position = Position.from_dict(state["position"])
+    if state.keys != sql.key_names or state.order != source.order:
+        raise DatabaseError(source.display, f"the bookmark was taken over keys "
+                            f"{list(state.keys)} ({state.order}), not {list(sql.key_names)} "
+                            f"({source.order}). Reset the context to read with other keys.")
+    position = state.position
     if position is not None and position.boundary and not sql.needs_boundary:
         position = replace(position, boundary=())
     return position
@@ -728,7 +751,7 @@ def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str
             "columns": [[c.name, c.jdbc_type, c.type_name] for c in plan.columns]}
 
 
-def rows_ahead(description: Mapping[str, Any], state: Mapping[str, Any] | None,
+def rows_ahead(description: Mapping[str, Any], state: JdbcState | None,
                connections: Callable[[str], Connection]) -> int | None:
     """1 if the source has a row past the bookmark ``state``, else 0; None when no Python
     driver here reaches the database (SQLite always; PostgreSQL with psycopg).
@@ -736,15 +759,15 @@ def rows_ahead(description: Mapping[str, Any], state: Mapping[str, Any] | None,
     Raises:
         DatabaseError: the query failed.
     """
-    if state is not None and (state["keys"] != description["keys"]
-                              or state["order"] != description["order"]):
+    if state is not None and (list(state.keys) != description["keys"]
+                              or state.order != description["order"]):
         return None  # the run refuses the bookmark: let it say so
     connection = connections(description["connection"])
     by_name = {name: Column(name, jdbc_type, type_name)
                for name, jdbc_type, type_name in description["columns"]}
     sql = _Sql(connection.dialect, [by_name[k] for k in description["keys"]],
                [by_name[k] for k in description["row_id"]], description["order"])
-    after = Position.from_dict(state["position"]) if state else None
+    after = state.position if state else None
     where = " AND ".join([*sql.not_null(), sql.after(after, None)])
     query = f"SELECT 1 FROM {description['relation']} WHERE {where} LIMIT 1"
     with _python_connection(connection) as db:
