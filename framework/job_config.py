@@ -134,7 +134,7 @@ def _import_module(name: str, *, project: Path) -> Any:
     if str(project) not in sys.path:
         sys.path.append(str(project))
     module = importlib.import_module(name)
-    if Path(module.__file__ or "").absolute().is_relative_to(project):
+    if module.__file__ and Path(module.__file__).absolute().is_relative_to(project):
         _send_by_value(sys.modules[name.partition(".")[0]])  # and the modules beside it
     return module
 
