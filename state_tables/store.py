@@ -55,7 +55,7 @@ class StateStore:
     Tables are created on first write. Example::
 
         store = StateStore("data/state")
-        store.record_run(run, [bookmark])
+        store.record_run(run, bookmarks=[bookmark])
         store.bookmarks("orders_ingest")
 
     Args:
