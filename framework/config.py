@@ -77,6 +77,10 @@ def load_settings(
     *, conf_dir: str | Path | None = None, state_root: str | Path | None = None
 ) -> Settings:
     """Read and validate the settings; every problem is reported in one ``ConfigError``.
+    Example::
+
+        settings = load_settings(conf_dir="conf")  # conf/deltamark.yaml, conf/local.yaml
+        settings.state_root
 
     Args:
         conf_dir: overrides ``DELTAMARK_CONF_DIR`` and the default ``conf``.

@@ -127,7 +127,12 @@ def run_job(
 ) -> RunReport:
     """Run ``job`` once (first recovering an interrupted earlier run), unless it has nothing
     new to read: then the run is recorded as ``skipped`` before Spark starts
-    (``framework.preflight``).
+    (``framework.preflight``). Example::
+
+        from framework import load_settings, run_job
+
+        report = run_job(load_settings(), "orders_ingest", args={"landing": "data/in"})
+        print(report.status, report.inputs)  # succeeded {'orders_src': {'files': 3, ...}}
 
     Args:
         script: run this AWS Glue script as the job ``job`` (``framework.glue``); its

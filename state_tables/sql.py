@@ -43,7 +43,11 @@ def run_sql(store: StateStore, statement: str) -> pa.Table:
     """Run one read-only SQL query over the state tables (empty where none was written).
 
     Whether it only reads is decided by DataFusion's own plan of the statement, not by
-    its text.
+    its text. Example::
+
+        rows = run_sql(StateStore("data/state"),
+                       "SELECT run_seq, status FROM runs WHERE job = 'orders_ingest'")
+        rows.to_pylist()  # [{'run_seq': 1, 'status': 'succeeded'}, ...]
 
     Raises:
         ReadOnlySqlError: the statement would write or change the session, or is more
