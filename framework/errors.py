@@ -341,13 +341,12 @@ class StateSchemaError(DeltamarkError):
 
 
 class BookmarkStateError(DeltamarkError):
-    """A bookmark state this deltamark cannot read: an unknown source kind, or a state
-    version newer than its own."""
+    """A bookmark state this deltamark cannot read: an unknown source kind, a state
+    version newer than its own, or a damaged state."""
 
     def __init__(self, kind: str, problem: str):
         self.kind = kind
-        super().__init__(f"bookmark state of source kind '{kind}': {problem}. Upgrade "
-                         "deltamark to read it.")
+        super().__init__(f"bookmark state of source kind '{kind}': {problem}")
 
 
 class DeltaTableError(DeltamarkError):

@@ -383,5 +383,12 @@ def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw
     with pytest.raises(BookmarkStateError, match="'kafka': this deltamark has no such"):
         decode("kafka", {"offset": 5})
     assert describe("kafka", {"offset": 5}) == [("offset", "5")]
+    with pytest.raises(BookmarkStateError, match=r"'files': \{'files_total': 3\} is damaged "
+                       r"\(.*settled_ms.*\). Reset its context"):
+        decode("files", {"files_total": 3})
+    with pytest.raises(BookmarkStateError, match="'jdbc': .* is damaged"):
+        decode("jdbc", {**STORED_STATES["jdbc"], "position": ["not", "an object"]})
+    with pytest.raises(BookmarkStateError, match=r"damaged \('7' is not of type int\)"):
+        decode("delta", {**STORED_STATES["delta"], "version": "7"})
     assert describe("delta", STORED_STATES["delta"])[1] == (
         "processed up to", "version 7 (the next run reads the versions after it)")

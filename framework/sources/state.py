@@ -36,6 +36,7 @@ KINDS = {"files": "framework.sources.files:FileState",
          "jdbc": "framework.sources.jdbc:JdbcState"}
 
 VERSION_KEY = "state_version"
+_UPGRADE = "Upgrade deltamark to read it."
 
 
 class BookmarkState(Protocol):
@@ -60,16 +61,21 @@ def decode(kind: str, data: Mapping[str, Any]) -> BookmarkState:
     """The ``kind`` source's state stored as ``data``.
 
     Raises:
-        BookmarkStateError: the kind is unknown, or the state newer than this deltamark.
+        BookmarkStateError: the kind is unknown, the state newer than this deltamark, or
+            damaged (a field missing or of another shape).
     """
     if kind not in KINDS:
-        raise BookmarkStateError(kind, "this deltamark has no such source")
+        raise BookmarkStateError(kind, f"this deltamark has no such source. {_UPGRADE}")
     cls = _state_class(kind)
-    found = int(data.get(VERSION_KEY, 1))
-    if found > cls.state_version:
+    found = data.get(VERSION_KEY, 1)
+    if not isinstance(found, int) or found > cls.state_version:
         raise BookmarkStateError(kind, f"its version {found} is newer than this "
-                                 f"deltamark's ({cls.state_version})")
-    return _from_json(cls, data)
+                                 f"deltamark's ({cls.state_version}). {_UPGRADE}")
+    try:
+        return _from_json(cls, data)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise BookmarkStateError(kind, f"{str(dict(data))[:200]} is damaged ({exc}). Reset "
+                                 "its context to read its source from the start.") from None
 
 
 def describe(kind: str, data: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -113,6 +119,8 @@ def _from_json(kind: Any, value: Any) -> Any:
         if len(items) == 2 and items[1] is Ellipsis:
             return tuple(_from_json(items[0], v) for v in value)
         return tuple(_from_json(k, v) for k, v in zip(items, value, strict=True))
+    if kind in (int, str, bool) and not isinstance(value, kind):
+        raise ValueError(f"{value!r} is not of type {kind.__name__}")
     return value
 
 
