@@ -251,8 +251,7 @@ class JobContext:
                 bookmark_at=lambda seq: self._bookmarks.files(context, up_to_seq=seq),
                 plan=lambda start, end, advance: files.plan_files(
                     listed, source, start=start, end=end, advance=advance))
-        self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(),
-                                          plan.state,
+        self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(), plan.state,
                                           plan.files, plan.carried, nothing=not plan.files,
                                           description=source.description() if bookmark else None)
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
