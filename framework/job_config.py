@@ -108,11 +108,15 @@ def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:
     where, _, class_name = ref.rpartition(":")
     if not where or not class_name:
         return None, f"'{ref}' is not module.path:ClassName or file.py:ClassName"
+    project = conf_dir.absolute().parent
     try:
         module = _load_file(conf_dir / where) if where.endswith(".py") else (
-            _import_module(where, project=conf_dir.absolute().parent))
+            _import_module(where, project=project))
     except Exception as exc:  # whatever the module raises as it is imported
-        return None, f"cannot import '{where}' ({_raised_where(exc)})"
+        looked = (f"; modules are looked for in {project} (the conf dir's parent) and the "
+                  "installed packages" if isinstance(exc, ModuleNotFoundError)
+                  and not where.endswith(".py") else "")
+        return None, f"cannot import '{where}' ({_raised_where(exc)}{looked})"
     job_class = getattr(module, class_name, None)
     if not (isinstance(job_class, type) and issubclass(job_class, IncrementalJob)):
         return None, f"'{class_name}' in '{where}' is not an IncrementalJob subclass"

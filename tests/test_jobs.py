@@ -333,7 +333,9 @@ def test_job_config_problems_are_reported_together(ws):
     assert error.value.path.endswith("jobs/bad.yaml")
     text = "; ".join(error.value.problems)
     for expected in ("unknown key 'extra'", "bookmark: 'sometimes'", "params.a",
-                     "class: cannot import 'nowhere.module'"):
+                     "class: cannot import 'nowhere.module' (ModuleNotFoundError: No module "
+                     f"named 'nowhere'; modules are looked for in {ws.root} (the conf dir's "
+                     "parent) and the installed packages)"):
         assert expected in text
     with pytest.raises(JobNotFoundError, match="jobs there: bad"):
         ws.run("missing")

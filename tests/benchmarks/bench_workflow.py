@@ -40,6 +40,8 @@ def main() -> None:
                 ("one session", "own server", "kept server")}
     for project in projects.values():
         shutil.copytree(CONF, project / "conf", ignore=shutil.ignore_patterns("local.yaml"))
+        shutil.copytree(CONF.parent / "jobs", project / "jobs",  # the code beside its conf
+                        ignore=shutil.ignore_patterns("__pycache__"))
     here = os.getcwd()
     os.chdir(projects["one session"])  # the example's params are paths relative to it
     try:
