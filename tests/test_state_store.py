@@ -390,5 +390,7 @@ def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw
         decode("jdbc", {**STORED_STATES["jdbc"], "position": ["not", "an object"]})
     with pytest.raises(BookmarkStateError, match=r"damaged \('7' is not of type int\)"):
         decode("delta", {**STORED_STATES["delta"], "version": "7"})
+    with pytest.raises(BookmarkStateError, match=r"damaged \(state_version 'x' is not a number"):
+        decode("delta", {**STORED_STATES["delta"], "state_version": "x"})
     assert describe("delta", STORED_STATES["delta"])[1] == (
         "processed up to", "version 7 (the next run reads the versions after it)")

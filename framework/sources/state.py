@@ -68,10 +68,12 @@ def decode(kind: str, data: Mapping[str, Any]) -> BookmarkState:
         raise BookmarkStateError(kind, f"this deltamark has no such source. {_UPGRADE}")
     cls = _state_class(kind)
     found = data.get(VERSION_KEY, 1)
-    if not isinstance(found, int) or found > cls.state_version:
+    if isinstance(found, int) and found > cls.state_version:
         raise BookmarkStateError(kind, f"its version {found} is newer than this "
                                  f"deltamark's ({cls.state_version}). {_UPGRADE}")
     try:
+        if not isinstance(found, int):
+            raise ValueError(f"{VERSION_KEY} {found!r} is not a number")
         return _from_json(cls, data)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise BookmarkStateError(kind, f"{str(dict(data))[:200]} is damaged ({exc}). Reset "
