@@ -1,9 +1,12 @@
 import dataclasses
 import datetime as dt
+import json
 import os
+import threading
 import time
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from framework.delta import log
@@ -282,6 +285,58 @@ def test_bookmarks_written_by_schema_version_1_are_upgraded(tmp_path):
     [bookmark] = store.bookmarks("a")
     assert (bookmark.state, bookmark.restored_from_seq) == ({"n": 1}, None)
     assert store.histories("a")["src"].valid_runs == {1}
+
+
+def _append(path, writer):
+    log.append_rows(path, pa.table({"writer": [writer]}))
+
+
+def _commit_a_file(path, writer):
+    name = f"part-{writer}.parquet"
+    os.makedirs(path, exist_ok=True)
+    pq.write_table(pa.table({"writer": [writer]}), os.path.join(path, name))
+    schema = {"type": "struct", "fields": [{"name": "writer", "type": "string",
+                                            "nullable": True, "metadata": {}}]}
+    log.commit_files(path, [log.NewFile(name, os.path.getsize(os.path.join(path, name)), {},
+                                        0, "")],
+                     mode="append", schema_json=json.dumps(schema), partition_by=())
+
+
+def _two_writers_at_once(path, first_commit):
+    """Writers a and b each make ``first_commit`` then an append, starting together."""
+    start, failures = threading.Barrier(2), []
+
+    def write(writer):
+        start.wait()
+        try:
+            first_commit(path, writer)
+            _append(path, writer + "2")
+        except Exception as exc:  # noqa: BLE001 - the caller asserts there is none
+            failures.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return failures
+
+
+@pytest.mark.parametrize("first_commit", [_append, _commit_a_file])
+def test_two_writers_creating_one_table_at_once_both_land_in_a_table_created_once(
+        tmp_path, first_commit):
+    """Two state commits (or embedded target writes) at once on a new root: delta-rs
+    retried the losing creation as a second one, so one writer's next commit failed
+    ("Metadata changed since last commit") or the table's schema was replaced. Before the
+    fix this failed in about half of the rounds."""
+    for attempt in range(12):
+        path = tmp_path / f"t{attempt}"
+        assert _two_writers_at_once(str(path), first_commit) == []
+        rows = log.python_rows(log.read_rows(str(path)))
+        assert sorted(r["writer"] for r in rows) == ["a", "a2", "b", "b2"]
+        creations = [c.name for c in (path / "_delta_log").glob("*.json")
+                     if '"metaData"' in c.read_text()]
+        assert creations == ["00000000000000000000.json"]
 
 
 def test_read_rows_filters_like_sql_across_files_with_added_columns(tmp_path):

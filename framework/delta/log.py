@@ -395,13 +395,14 @@ def history(path: str, *, limit: int | None = None) -> list[Commit]:
 
 def _commit_properties(
     txn: AppTransaction | None, user_metadata: Mapping[str, Any] | None,
-    write_id: str | None = None,
+    write_id: str | None = None, *, retries: int | None = None,
 ) -> CommitProperties:
     custom = {WRITE_ID_KEY: write_id} if write_id else {}
     if user_metadata:
         custom["userMetadata"] = json.dumps(dict(user_metadata), default=str)
     apps = [Transaction(txn.app_id, txn.version)] if txn else None
-    return CommitProperties(custom_metadata=custom, app_transactions=apps)
+    return CommitProperties(custom_metadata=custom, app_transactions=apps,
+                            max_commit_retries=retries)
 
 
 def _version_of(path: str, write_id: str, *, after: int) -> int:
@@ -419,6 +420,23 @@ def _version_of(path: str, write_id: str, *, after: int) -> int:
         if info.get(WRITE_ID_KEY) == write_id:
             return info["version"]
     raise errors.WriteConflictError(path, f"commit {write_id} not found in recent history")
+
+
+def _created(path: str, create: Callable[[], object]) -> bool:
+    """Run ``create``, a table's first commit made without retries; False when another
+    writer created the table meanwhile, so the caller commits to that table instead.
+
+    Not retried because delta-rs retries a creation that lost the race for version 0 as a
+    second creation at version 1: a new table id and schema, which fail the other writer's
+    next commit ("Metadata changed since last commit") or replace the schema it wrote.
+    """
+    try:
+        create()
+    except DeltaError:
+        if is_table(path):
+            return False
+        raise
+    return True
 
 
 def commit_files(
@@ -450,13 +468,15 @@ def commit_files(
     write_id = uuid.uuid4().hex
     properties = _commit_properties(txn, user_metadata, write_id)
     read_version = -1
+
+    def create() -> None:
+        create_table_with_add_actions(
+            path, schema, adds, mode="error", partition_by=list(partition_by) or None,
+            storage_options=storage.delta_options(path),
+            commit_properties=_commit_properties(txn, user_metadata, write_id, retries=0))
+
     try:
-        if not is_table(path):
-            create_table_with_add_actions(path, schema, adds, mode="error",
-                                          partition_by=list(partition_by) or None,
-                                          storage_options=storage.delta_options(path),
-                                          commit_properties=properties)
-        else:
+        if is_table(path) or not _created(path, create):
             filters = [(c, op, _filter_value(v)) for c, op, v in replace_where or ()] or None
             table = _open(path)
             read_version = table.version()
@@ -568,10 +588,10 @@ def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
     With ``upkeep``, the table is tidied every ``upkeep.compact_every`` versions, so reads
     of a table that gains a file per run do not grow with its history.
     """
-    if not is_table(path):
-        write_deltalake(path, rows, mode="append", storage_options=storage.delta_options(path),
-                        configuration=upkeep.properties() if upkeep else None,
-                        commit_properties=_commit_properties(txn, user_metadata))
+    if not is_table(path) and _created(path, lambda: write_deltalake(
+            path, rows, mode="append", storage_options=storage.delta_options(path),
+            configuration=upkeep.properties() if upkeep else None,
+            commit_properties=_commit_properties(txn, user_metadata, retries=0))):
         return 0
     table = _open(path)
     # Writing through the open table (not the path) saves a log replay: ~3 ms, not ~13.
