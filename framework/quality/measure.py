@@ -4,7 +4,8 @@ Left to itself, great-expectations runs a Spark job per column (its metrics filt
 column's NULLs first) and one more per uniqueness rule, so ten rules read the rows about
 ten times. ``measure`` computes those counts in at most three concurrent jobs: every row-level
 test becomes a column and one aggregation sums them all; distinct counts (Uniqueness) take
-a second aggregation; a window per uniqueness key counts each key's rows, over the key
+a second aggregation; a uniqueness key of one integer column is found unique from Spark's
+bitmaps, and any other key takes a window that counts each key's rows, over the key
 columns alone (what crosses its shuffle is the keys, not the tests). GX still evaluates
 every expectation: ``answers`` hands it these counts under its own metric names
 (``Measured.answer``), and GX computes anything else itself (samples of failing rules,
@@ -98,8 +99,9 @@ def measure(df: DataFrame, rules: Sequence[Rule]) -> Measured:
 
 class _Plan:
     """Three narrow Spark jobs: one aggregation of every row test (each a column), one of
-    the distinct counts, and a window per uniqueness key over the key columns alone
-    (carrying the tests across that shuffle would move ten times the bytes)."""
+    the distinct counts, and the uniqueness keys' (bitmaps, or a window per key over the
+    key columns alone: carrying the tests across that shuffle would move ten times the
+    bytes)."""
 
     def __init__(self, types: Mapping[str, str]) -> None:
         self.types = types
@@ -190,17 +192,34 @@ class _Plan:
 
     def _key_counts(self, df: DataFrame) -> list[tuple[int, int]]:
         """For each uniqueness key: its rows sharing their values with others (GX's
-        window) and its rows not all NULL, from the key columns alone (what crosses a
-        shuffle is only the keys: eight bytes a row for a number)."""
+        window) and its rows not all NULL. A key of one integer column whose values are
+        all distinct is found so from bitmaps; the others take the window."""
+        counts: dict[int, tuple[int, int]] = {}
+        for i, key in enumerate(self.keys):
+            if len(key) == 1 and self.types[key[0]] in _INTEGRAL:
+                values, rows = _distinct_integers(df, key[0])
+                if values == rows:
+                    counts[i] = (0, rows)
+        rest = [i for i in range(len(self.keys)) if i not in counts]
+        if rest:
+            counts |= zip(rest, self._window_counts(df, [self.keys[i] for i in rest]),
+                          strict=True)
+        return [counts[i] for i in range(len(self.keys))]
+
+    def _window_counts(self, df: DataFrame, keys: Sequence[tuple[str, ...]]
+                       ) -> list[tuple[int, int]]:
+        """For each of ``keys``: its rows sharing their values with others (GX's window)
+        and its rows not all NULL, from the key columns alone (what crosses a shuffle is
+        only the keys: eight bytes a row for a number)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        columns = list(dict.fromkeys(c for key in self.keys for c in key))
+        columns = list(dict.fromkeys(c for key in keys for c in key))
         frame = df.select(*(_col(c).alias(f"__deltamark_key_{i}")
                             for i, c in enumerate(columns)))
         partitions = _shuffle_partitions(df)
         aggregates = []
-        for i, key in enumerate(self.keys):
+        for i, key in enumerate(keys):
             parts = [F.col(f"__deltamark_key_{columns.index(c)}") for c in key]
             if partitions:  # else adaptive execution packs the keys into as many partitions
                 # as cores, and each partition's sort spills to disk
@@ -211,7 +230,7 @@ class _Plan:
             aggregates += [F.count_if(present & (F.col(_key_rows(i)) > 1)),
                            F.count_if(present)]
         [row] = frame.agg(*aggregates).collect()
-        return [(row[2 * i], row[2 * i + 1]) for i in range(len(self.keys))]
+        return [(row[2 * i], row[2 * i + 1]) for i in range(len(keys))]
 
     def answers(self, rows: int, values: Sequence[Any]) -> list[Answer]:
         found = [Answer("table.row_count", (), rows)]
@@ -233,7 +252,23 @@ class _Plan:
         return found
 
 
-_NUMERIC = {"byte", "short", "integer", "long", "float", "double", "decimal"}
+_INTEGRAL = {"byte", "short", "integer", "long"}
+_NUMERIC = _INTEGRAL | {"float", "double", "decimal"}
+
+
+def _distinct_integers(df: DataFrame, column: str) -> tuple[int, int]:
+    """The distinct values of an integer ``column`` and its rows not NULL, exactly: what
+    crosses the shuffle is a 4 KB bitmap per 32,768 values a partition holds (Spark's
+    ``bitmap_*`` functions), not a row per value as for a window or ``count_distinct``."""
+    from pyspark.sql import functions as F
+
+    value = _col(column)
+    buckets = (df.where(value.isNotNull())
+               .groupBy(F.bitmap_bucket_number(value).alias("bucket"))
+               .agg(F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(value)))
+                    .alias("values"), F.count(F.lit(1)).alias("rows")))
+    [row] = buckets.agg(F.sum("values"), F.sum("rows")).collect()
+    return row[0] or 0, row[1] or 0
 
 
 def _col(name: str) -> Column:
