@@ -193,13 +193,16 @@ class _Plan:
     def _key_counts(self, df: DataFrame) -> list[tuple[int, int]]:
         """For each uniqueness key: its rows sharing their values with others (GX's
         window) and its rows not all NULL. A key of one integer column whose values are
-        all distinct is found so from bitmaps; the others take the window."""
+        all distinct and fill enough of their range is found so from bitmaps; the others
+        take the window."""
+        integers = [key[0] for key in self.keys if len(key) == 1 and
+                    self.types[key[0]] in _INTEGRAL]
+        distinct = _distinct_integers(df, integers) if integers else {}
         counts: dict[int, tuple[int, int]] = {}
         for i, key in enumerate(self.keys):
-            if len(key) == 1 and self.types[key[0]] in _INTEGRAL:
-                values, rows = _distinct_integers(df, key[0])
-                if values == rows:
-                    counts[i] = (0, rows)
+            found = distinct.get(key[0]) if len(key) == 1 else None
+            if found is not None and found[0] == found[1]:
+                counts[i] = (0, found[1])
         rest = [i for i in range(len(self.keys)) if i not in counts]
         if rest:
             counts |= zip(rest, self._window_counts(df, [self.keys[i] for i in rest]),
@@ -256,19 +259,33 @@ _INTEGRAL = {"byte", "short", "integer", "long"}
 _NUMERIC = _INTEGRAL | {"float", "double", "decimal"}
 
 
-def _distinct_integers(df: DataFrame, column: str) -> tuple[int, int]:
-    """The distinct values of an integer ``column`` and its rows not NULL, exactly: what
-    crosses the shuffle is a 4 KB bitmap per 32,768 values a partition holds (Spark's
-    ``bitmap_*`` functions), not a row per value as for a window or ``count_distinct``."""
+#: bitmaps count an integer column's distinct values when the values fill at least this
+#: share of their range: a bucket's 4 KB bitmap then stands for 4,096 rows or more, while
+#: sparse values (hashes, random ids) would each cost a bitmap where the window moves 8 bytes
+DENSE_ENOUGH = 1 / 8
+
+
+def _distinct_integers(df: DataFrame, columns: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """For each integer column of ``columns`` whose values are dense enough: its distinct
+    values and its rows not NULL, exactly. What crosses the shuffle is a 4 KB bitmap per
+    32,768 values a partition holds (Spark's ``bitmap_*`` functions), not a row per value
+    as for a window or ``count_distinct``."""
     from pyspark.sql import functions as F
 
-    value = _col(column)
-    buckets = (df.where(value.isNotNull())
-               .groupBy(F.bitmap_bucket_number(value).alias("bucket"))
-               .agg(F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(value)))
-                    .alias("values"), F.count(F.lit(1)).alias("rows")))
-    [row] = buckets.agg(F.sum("values"), F.sum("rows")).collect()
-    return row[0] or 0, row[1] or 0
+    stats = df.agg(*(f(_col(c)) for c in columns for f in (F.min, F.max, F.count))
+                   ).collect()[0]
+    found = {}
+    for i, column in enumerate(columns):
+        low, high, rows = stats[3 * i:3 * i + 3]
+        if not rows or rows < (high - low + 1) * DENSE_ENOUGH:
+            continue
+        value = _col(column)
+        buckets = (df.where(value.isNotNull())
+                   .groupBy(F.bitmap_bucket_number(value).alias("bucket"))
+                   .agg(F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(value)))
+                        .alias("values")))
+        found[column] = (buckets.agg(F.sum("values")).collect()[0][0], rows)
+    return found
 
 
 def _col(name: str) -> Column:
