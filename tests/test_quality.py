@@ -154,28 +154,34 @@ def test_one_pass_counts_are_the_ones_great_expectations_measures(spark, monkeyp
     assert [o.outcome for o in with_pass][-2:] == ["error", "error"]
 
 
-DENSE = [*range(-33_000, 33_000, 4), None]  # across the bitmaps' bucket edges at 0, +-32768
+DENSE = [*range(-1000, 1000, 3), None]  # across the 64-value words' edges, 0 among them
+TOP = {"BIGINT": 2**63, "INT": 2**31}
 
 
 @pytest.mark.parametrize(("values", "dense"), [
-    (DENSE, True), ([*DENSE, 4], True),  # 4 twice
-    ([*range(2**31 - 4000, 2**31), None, None], True),
+    (DENSE, True), ([*DENSE, 63, 64], True), ([*DENSE, -64], True),  # 63 or -64 twice
+    (lambda top: [*range(top - 300, top), None, None], True),
+    (lambda top: [*range(-top, 300 - top), -top], True),
     ([0, -1, 1, 2**30, -2**30, None], False), ([0, 7, 7, 2**30], False),
-], ids=["distinct", "a value twice", "the type's top", "sparse", "sparse, twice"])
+], ids=["distinct", "a value twice", "a negative twice", "the type's top",
+        "the type's bottom, twice", "sparse", "sparse, twice"])
 @pytest.mark.parametrize("kind", ["BIGINT", "INT"])
 def test_an_integer_key_s_uniqueness_is_measured_as_great_expectations_measures_it(
         spark, values, dense, kind):
-    """A key of one integer column dense enough is counted from Spark's bitmaps, a sparse
-    one (where a bitmap would stand for one row) in the window; GX alone agrees."""
+    """A key of one integer column dense enough is counted from a word of bits per 64
+    values, a sparse one (where a word would stand for one row) in the window; GX alone
+    agrees."""
     from framework.quality import gate, measure
 
+    values = values(TOP[kind]) if callable(values) else values
     df = spark.createDataFrame([(v,) for v in values], f"id {kind}")
-    assert set(measure._distinct_integers(df, ["id"])) == ({"id"} if dense else set())
+    present = [v for v in values if v is not None]
+    assert measure._distinct_integers(df, ["id"]) == (
+        {"id": (len(set(present)), len(present))} if dense else {})
     sets, _ = parse_checks({"u": {"rules": [{"IsUnique": "id"}, {"IsPrimaryKey": "id"}]}})
     measured = gate.measure(df, sets["u"].rules)
     [unique] = [a for a in measured.answers
                 if a.metric == "column_values.unique.unexpected_count"]
-    present = [v for v in values if v is not None]
     assert unique.value == (0 if len(set(present)) == len(present) else 2)
     with_pass = gate.evaluate(df, sets["u"], measured=measured)
     by_gx_alone = gate.evaluate(df, sets["u"], measured=gate.Measured(rows=measured.rows))

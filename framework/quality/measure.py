@@ -4,8 +4,8 @@ Left to itself, great-expectations runs a Spark job per column (its metrics filt
 column's NULLs first) and one more per uniqueness rule, so ten rules read the rows about
 ten times. ``measure`` computes those counts in at most three concurrent jobs: every row-level
 test becomes a column and one aggregation sums them all; distinct counts (Uniqueness) take
-a second aggregation; a uniqueness key of one integer column is found unique from Spark's
-bitmaps, and any other key takes a window that counts each key's rows, over the key
+a second aggregation; a uniqueness key of one integer column is found unique from a word of
+bits per 64 values, and any other key takes a window that counts each key's rows, over the key
 columns alone (what crosses its shuffle is the keys, not the tests). GX still evaluates
 every expectation: ``answers`` hands it these counts under its own metric names
 (``Measured.answer``), and GX computes anything else itself (samples of failing rules,
@@ -99,7 +99,7 @@ def measure(df: DataFrame, rules: Sequence[Rule]) -> Measured:
 
 class _Plan:
     """Three narrow Spark jobs: one aggregation of every row test (each a column), one of
-    the distinct counts, and the uniqueness keys' (bitmaps, or a window per key over the
+    the distinct counts, and the uniqueness keys' (bit words, or a window per key over the
     key columns alone: carrying the tests across that shuffle would move ten times the
     bytes)."""
 
@@ -193,7 +193,7 @@ class _Plan:
     def _key_counts(self, df: DataFrame) -> list[tuple[int, int]]:
         """For each uniqueness key: its rows sharing their values with others (GX's
         window) and its rows not all NULL. A key of one integer column whose values are
-        all distinct and fill enough of their range is found so from bitmaps; the others
+        all distinct and fill enough of their range is found so from bit words; the others
         take the window."""
         integers = [key[0] for key in self.keys if len(key) == 1 and
                     self.types[key[0]] in _INTEGRAL]
@@ -259,17 +259,18 @@ _INTEGRAL = {"byte", "short", "integer", "long"}
 _NUMERIC = _INTEGRAL | {"float", "double", "decimal"}
 
 
-#: bitmaps count an integer column's distinct values when the values fill at least this
-#: share of their range: a bucket's 4 KB bitmap then stands for 4,096 rows or more, while
-#: sparse values (hashes, random ids) would each cost a bitmap where the window moves 8 bytes
+#: bit words count an integer column's distinct values when the values fill at least this
+#: share of their range: a 64-value word then stands for 8 rows or more, while sparse values
+#: (hashes, random ids) would each cost a word where the window moves 8 bytes
 DENSE_ENOUGH = 1 / 8
 
 
 def _distinct_integers(df: DataFrame, columns: Sequence[str]) -> dict[str, tuple[int, int]]:
     """For each integer column of ``columns`` whose values are dense enough: its distinct
-    values and its rows not NULL, exactly. What crosses the shuffle is a 4 KB bitmap per
-    32,768 values a partition holds (Spark's ``bitmap_*`` functions), not a row per value
-    as for a window or ``count_distinct``."""
+    values and its rows not NULL, exactly. The values are grouped by 64 (``v >> 6``), each
+    group ORs one bit per value (``1 << (v & 63)``) and the distinct values are the bits set:
+    one code-generated hash aggregation, and what crosses the shuffle is a word per 64
+    values a partition holds, not a row per value as for a window or ``count_distinct``."""
     from pyspark.sql import functions as F
 
     stats = df.agg(*(f(_col(c)) for c in columns for f in (F.min, F.max, F.count))
@@ -279,12 +280,12 @@ def _distinct_integers(df: DataFrame, columns: Sequence[str]) -> dict[str, tuple
         low, high, rows = stats[3 * i:3 * i + 3]
         if not rows or rows < (high - low + 1) * DENSE_ENOUGH:
             continue
-        value = _col(column)
-        buckets = (df.where(value.isNotNull())
-                   .groupBy(F.bitmap_bucket_number(value).alias("bucket"))
-                   .agg(F.bitmap_count(F.bitmap_construct_agg(F.bitmap_bit_position(value)))
-                        .alias("values")))
-        found[column] = (buckets.agg(F.sum("values")).collect()[0][0], rows)
+        value = _col(column).cast("long")
+        bit = F.call_function("shiftleft", F.lit(1).cast("long"),
+                              value.bitwiseAND(F.lit(63)).cast("int"))
+        words = (df.where(value.isNotNull()).groupBy(F.shiftright(value, 6).alias("word"))
+                 .agg(F.bit_or(bit).alias("bits")))
+        found[column] = (words.agg(F.sum(F.bit_count("bits"))).collect()[0][0], rows)
     return found
 
 
