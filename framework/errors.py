@@ -16,6 +16,7 @@ __all__ = [
     "BookmarkOptionError",
     "ChangesUnavailableError",
     "ConcurrentRunError",
+    "ConstraintViolationError",
     "ConfigError",
     "DataQualityError",
     "DamagedTableError",
@@ -385,16 +386,27 @@ class VersionNotFoundError(DeltaTableError):
 
 
 class UnsupportedTableFeatureError(DeltaTableError):
-    """The embedded reader cannot honour a table feature, so it refuses to read."""
+    """The embedded path cannot honour a table feature, so it refuses to read or write."""
 
-    def __init__(self, path: str, features: Sequence[str]):
+    def __init__(self, path: str, features: Sequence[str], *, writing: bool = False):
         self.features = tuple(features)
+        verb, role = ("Write", "writer") if writing else ("Read", "reader")
         super().__init__(
             path,
-            f"uses {', '.join(self.features)}, which the embedded (delta-rs) reader cannot "
-            "honour. Read it with the native path (delta: native, with Delta's jars on the "
-            "Spark session).",
+            f"uses {', '.join(self.features)}, which the embedded (delta-rs) {role} cannot "
+            f"honour. {verb} it with the native path (delta: native, with Delta's jars on "
+            "the Spark session).",
         )
+
+
+class ConstraintViolationError(DeltaTableError):
+    """Rows break the table's NOT NULL columns or CHECK constraints: nothing is written."""
+
+    def __init__(self, path: str, violation: str):
+        self.violation = violation
+        super().__init__(path, f"{violation}: nothing was written. Fix the rows, or drop the "
+                               "constraint (ALTER TABLE ... DROP CONSTRAINT, or ALTER COLUMN ... "
+                               "DROP NOT NULL).")
 
 
 class SchemaMismatchError(DeltaTableError):

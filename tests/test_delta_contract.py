@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 from framework.delta import AppTransaction, InvalidFilterError, delta_engine
 from framework.errors import (
+    ConstraintViolationError,
     DeltaTableError,
     SchemaMismatchError,
     TableNotFoundError,
@@ -234,6 +235,70 @@ def test_embedded_refuses_features_it_cannot_honour(spark, tmp_path, configurati
         delta_engine(spark, mode="embedded").read(path)
     assert any(f.startswith(feature) for f in error.value.features)
     assert "native" in str(error.value)
+
+
+def spark_made_table(spark, path, columns, *constraints, properties=""):
+    """A Delta table as delta-spark makes it (needs Delta's jars on the session)."""
+    from framework.delta import native_available
+
+    if not native_available(spark):
+        from databases import unavailable
+
+        unavailable("tables with constraints are made by delta-spark: Delta's jars are not "
+                    "on this Spark session (bash .ci/setup.sh resolves them with mvn)")
+    spark.sql(f"CREATE TABLE delta.`{path}` ({columns}) USING delta {properties}")
+    for i, check in enumerate(constraints):
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD CONSTRAINT c{i} CHECK ({check})")
+
+
+@pytest.mark.parametrize("rows, broken", [
+    ([(0, "x", (1,))], "CHECK constraint c0 (a > 0)"),
+    ([(None, "x", (1,))], "CHECK constraint c0 (a > 0)"),  # NULL breaks a CHECK too
+    ([(1, None, (1,))], "NOT NULL column b is NULL"),
+    ([(1, "x", (None,))], "NOT NULL column s.x is NULL"),
+    ([(1, "x", None)], "NOT NULL column s.x is NULL"),  # as delta-spark: through a NULL s
+], ids=["check", "check on NULL", "not null", "nested not null", "nested under NULL"])
+def test_rows_breaking_a_table_s_constraints_are_refused_whole(engine, spark, tmp_path,
+                                                               rows, broken):
+    """Both paths refuse a write with a row that breaks a NOT NULL column or a CHECK
+    constraint (of a table delta-spark made), and write none of its rows."""
+    path = str(tmp_path / "t")
+    spark_made_table(spark, path, "a BIGINT, b STRING NOT NULL, s STRUCT<x: BIGINT NOT NULL>",
+                     "a > 0")
+    schema = "a BIGINT, b STRING, s STRUCT<x: BIGINT>"
+    engine.write(spark.createDataFrame([(5, "ok", (1,))], schema), path)
+    before = commits(path)
+    with pytest.raises((ConstraintViolationError, Py4JJavaError, PySparkException)) as error:
+        engine.write(spark.createDataFrame([(7, "fine", (2,)), *rows], schema), path)
+    if engine.name == "embedded":
+        assert error.type is ConstraintViolationError
+        assert broken in str(error.value) and path in str(error.value)
+    assert commits(path) == before
+    assert sorted_rows(engine.read(path)) == [(5, "ok", (1,))]
+
+
+@pytest.mark.parametrize("columns, properties, feature", [
+    ("a BIGINT, b BIGINT GENERATED ALWAYS AS (a * 2)", "", "generated column b"),
+    ("a BIGINT, b BIGINT", "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",
+     "columnMapping (name)"),
+], ids=["generated column", "column mapping"])
+def test_embedded_refuses_to_write_what_it_would_write_wrong(engine, spark, tmp_path,
+                                                              columns, properties, feature):
+    """Column mapping names data files' columns apart, a generated column takes the
+    table's value: the embedded path refuses to write such tables, the native path
+    writes them."""
+    path = str(tmp_path / "t")
+    spark_made_table(spark, path, columns, properties=properties)
+    rows = spark.createDataFrame([(1, 2)], "a BIGINT, b BIGINT")
+    if engine.name == "native":
+        engine.write(rows, path)
+        assert sorted_rows(engine.read(path)) == [(1, 2)]
+        return
+    with pytest.raises(UnsupportedTableFeatureError) as error:
+        engine.write(rows, path)
+    assert feature in error.value.features and "Write it with the native path" in str(
+        error.value)
+    assert len(commits(path)) == 1  # the creation only
 
 
 def test_embedded_refuses_data_files_outside_partition_directories(spark, tmp_path):

@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ from framework.delta import log
 from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
 from framework.delta.log import AppTransaction, NewFile, Snapshot
 from framework.errors import (
+    ConstraintViolationError,
     DeltaTableError,
     UnsupportedTableFeatureError,
 )
@@ -85,6 +87,10 @@ class EmbeddedEngine(DeltaEngine):
                schema: StructType, partitions: tuple[str, ...],
                replace_where: tuple[F.Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
+        if current is not None:
+            if refused := _not_written(current):
+                raise UnsupportedTableFeatureError(path, refused, writing=True)
+            df = _enforced(df, current)
         root = _table_uri(path)
         fs, base, spark_uri = storage.filesystem(root)
         staging = _new_staging_dir(fs, base, txn)
@@ -99,7 +105,12 @@ class EmbeddedEngine(DeltaEngine):
                 writer = writer.partitionBy(*partitions)
             with temporary_conf(self.spark,
                                 {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-                writer.parquet(spark_uri(staging))
+                try:
+                    writer.parquet(spark_uri(staging))
+                except Exception as exc:
+                    if broken := _VIOLATION.search(str(exc)):
+                        raise ConstraintViolationError(path, broken[1]) from None
+                    raise
             before_commit()
             files = list(_place_files(fs, staging, base, partitions, schema, placed))
             _check_replace_where(path, files, replace_where)
@@ -147,6 +158,58 @@ def read_data_files(spark: SparkSession, path: str, snap: Snapshot,
     if snap.partition_columns:
         reader = reader.option("basePath", snap.path)
     return reader.parquet(*files).select(*[f"`{c}`" for c in schema.fieldNames()])
+
+
+#: what a row breaking a constraint fails the write with (Spark's raise_error)
+_VIOLATION = re.compile(r"deltamark constraint: (.+?)(?:\.? SQLSTATE|\n|$)")
+
+
+def _not_written(snap: Snapshot) -> list[str]:
+    """What of ``snap``'s table the embedded writer cannot honour: it writes data files
+    with the columns' names and values as given, where column mapping names them apart and
+    generated, identity and invariant columns take values of the table's own."""
+    refused = [f for f in snap.unsupported_features() if f.startswith("columnMapping")]
+    for field in json.loads(snap.schema_json)["fields"]:
+        metadata = field.get("metadata") or {}
+        if "delta.generationExpression" in metadata:
+            refused.append(f"generated column {field['name']}")
+        if any(key.startswith("delta.identity.") for key in metadata):
+            refused.append(f"identity column {field['name']}")
+        if "delta.invariants" in metadata:
+            refused.append(f"invariant on column {field['name']}")
+    return refused
+
+
+def _enforced(df: DataFrame, snap: Snapshot) -> DataFrame:
+    """``df``, whose write fails (as delta-spark's does) on a row that leaves a NOT NULL
+    column NULL or breaks a CHECK constraint of ``snap``'s table (one whose expression is
+    NULL breaks it too)."""
+    from pyspark.sql import functions as fn
+
+    broken = [(f"NOT NULL column {'.'.join(path)} is NULL in a row",
+               fn.col(".".join(f"`{p.replace('`', '``')}`" for p in path)).isNull())
+              for path in _not_null(spark_schema(snap.schema_json).fields)]
+    broken += [(f"CHECK constraint {key.removeprefix('delta.constraints.')} ({sql}) is "
+                "broken by a row", ~fn.coalesce(fn.expr(sql), fn.lit(False)))
+               for key, sql in snap.configuration.items()
+               if key.startswith("delta.constraints.") and sql]
+    if not broken:
+        return df
+    return df.where(fn.coalesce(*(fn.when(test, fn.raise_error(fn.lit(
+        f"deltamark constraint: {text}"))) for text, test in broken), fn.lit(True)))
+
+
+def _not_null(fields: Sequence[Any], parent: tuple[str, ...] = ()
+              ) -> Iterator[tuple[str, ...]]:
+    """The paths of the NOT NULL columns among ``fields``, through structs."""
+    from pyspark.sql.types import StructType
+
+    for field in fields:
+        path = (*parent, field.name)
+        if not field.nullable:
+            yield path
+        if isinstance(field.dataType, StructType):
+            yield from _not_null(field.dataType.fields, path)
 
 
 def _table_uri(path: str) -> str:

@@ -24,7 +24,7 @@ from framework.errors import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = ["DeltaEngine", "WriteMode", "WriteResult", "spark_schema"]
 
@@ -284,7 +284,7 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         given = incoming.get(field.name)
         if given is None:
             columns.append(fn.lit(None).cast(field.dataType).alias(field.name))
-        elif given.dataType != field.dataType:
+        elif _shape(given.dataType) != _shape(field.dataType):
             problems.append(f"column '{field.name}' is {given.dataType.simpleString()} in the "
                             f"data but {field.dataType.simpleString()} in the table")
             continue
@@ -302,6 +302,18 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         columns.append(fn.col(f"`{field.name}`"))
         fields.append(StructField(field.name, field.dataType, True))
     return df.select(*columns), StructType(fields)
+
+
+def _shape(data_type: DataType) -> Any:
+    """``data_type`` as JSON without nullability or metadata: a NOT NULL nested field is a
+    constraint that the rows are checked against, not a different type."""
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: strip(v) for k, v in node.items()
+                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
+        return [strip(v) for v in node] if isinstance(node, list) else node
+
+    return strip(data_type.jsonValue())
 
 
 def spark_schema(schema_json: str) -> StructType:
