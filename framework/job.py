@@ -29,7 +29,14 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from framework.bookmark_history import BookmarkHistory
 from framework.config import text_value
-from framework.delta import AppTransaction, DeltaEngine, Filter, WriteMode, WriteResult
+from framework.delta import (
+    AppTransaction,
+    DeltaEngine,
+    EmbeddedEngine,
+    Filter,
+    WriteMode,
+    WriteResult,
+)
 from framework.errors import (
     DatabaseError,
     DataQualityError,
@@ -661,8 +668,11 @@ class JobContext:
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
                merge_schema: bool = False, merge_on: Sequence[str] = (),
                file_format: str | None = None,
-               file_options: Mapping[str, str] | None = None) -> WriteResult:
-        """Write to a Delta table, or with ``file_format`` to a directory of files."""
+               file_options: Mapping[str, str] | None = None,
+               engine: DeltaEngine | None = None) -> WriteResult:
+        """Write to a Delta table (on ``engine``, else the job's Delta path), or with
+        ``file_format`` to a directory of files."""
+        engine = engine or self._engine
         key = self._output_key(target)
         kind = {} if file_format is None else {**parquet.OUTPUT_TAG, **(
             {"file_format": file_format} if file_format != "parquet" else {})}
@@ -674,7 +684,7 @@ class JobContext:
             if not self.dry_run:
                 self.log.info("%s: no rows to write: no commit", target)
             self._outputs[key] = {"target": target, "written": False, **kind}
-            current = None if file_format else self._engine.version(target)
+            current = None if file_format else engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
         check_target_write(target, self.job_name, self.run_seq, self.run_id)
         self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
@@ -694,7 +704,7 @@ class JobContext:
                 result = WriteResult(version=self.run_seq, skipped=commit.replayed)
                 written = {"files": len(commit.files), "rows": commit.rows}
             else:
-                result = self._engine.write(
+                result = engine.write(
                     df, target, mode=mode, partition_by=partition_by,
                     replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
                     txn=AppTransaction(app_id(self.job_name), self.run_seq),
@@ -710,6 +720,14 @@ class JobContext:
         if self._hooks:
             self._hooks.after_target_write(self)
         return result
+
+    def _quarantine_engine(self, table: str) -> DeltaEngine:
+        """The Delta path for a rule set's quarantine ``table``: embedded, as for the state
+        tables, unless the table has features only the native path writes (one a user
+        made). An append of the rejected rows then commits in milliseconds, where
+        delta-spark first rebuilds the table's snapshot in Spark jobs (about 1 s a run)."""
+        embedded = EmbeddedEngine(self.spark)
+        return embedded if embedded.can_write(table) else self._engine
 
     def rolled_back(self, target: str) -> None:
         """``target``'s write of this run was undone (see ``runner``): it is no longer
@@ -781,7 +799,8 @@ class JobContext:
         quarantined = broken.select(
             "*", F.lit(self.job_name).alias("_dq_job"), F.lit(self.run_id).alias("_dq_run_id"),
             F.lit(target).alias("_dq_target"))
-        self._write(quarantined, target=ruleset.quarantine, mode="append", merge_schema=True)
+        self._write(quarantined, target=ruleset.quarantine, mode="append", merge_schema=True,
+                    engine=self._quarantine_engine(ruleset.quarantine))
         self.log.warning("checks %s: %s to %s", ruleset.name, "; ".join(summaries),
                          ruleset.quarantine)
         return passing

@@ -8,11 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from databases import unavailable
 from typer.testing import CliRunner
 
 from framework import admin
 from framework.cli import app
-from framework.delta import delta_engine
+from framework.delta import delta_engine, native_available
 from framework.errors import ConfigError, DataQualityError, JobError, JobFailedError
 from framework.job_config import load_job
 from framework.quality import parse_checks
@@ -404,6 +405,40 @@ def test_quarantine_is_exactly_once_across_a_crash_between_the_two_writes(ws):
     assert table_rows(ws, ws.target, "order_id") == [(1,), (2,), (3,), (6,)]
     assert len(table_rows(ws, _quarantine(ws), "order_id")) == 3
     assert [r.attempt for r in ws.store.dq_results("copy")][:1] == [2]
+
+
+def test_quarantine_commits_through_delta_rs_unless_the_table_needs_delta_spark(ws,
+                                                                               delta_path):
+    """On either path the quarantine table is appended by delta-rs (no Spark job rebuilds
+    its snapshot); once its owner turns column mapping on, which delta-rs would write
+    wrong, the native path writes it, and the embedded path refuses in one line."""
+    _declare(ws, "quarantine")
+    land_orders(ws, BAD)
+    ws.run()
+    log = ws.root / "lake" / "quarantine" / "_delta_log"
+
+    def writer(version):
+        [info] = [json.loads(line)["commitInfo"] for line in
+                  (log / f"{version:020}.json").read_text().splitlines() if "commitInfo" in line]
+        return "delta-spark" if "Delta-Lake" in info.get("engineInfo", "") else "delta-rs"
+
+    assert writer(0) == "delta-rs"
+    if not native_available(ws.spark):
+        unavailable("column mapping is turned on by delta-spark: Delta's jars are not on "
+                    "this Spark session (bash .ci/setup.sh resolves them with mvn)")
+    ws.spark.sql(f"ALTER TABLE delta.`{_quarantine(ws)}` SET TBLPROPERTIES ("
+                 "'delta.columnMapping.mode' = 'name', 'delta.minReaderVersion' = '2', "
+                 "'delta.minWriterVersion' = '5')")
+    land_orders(ws, [(7, None, 1.0, "new")])
+    if delta_path == "embedded":
+        with pytest.raises(JobFailedError, match="columnMapping"):
+            ws.run()
+        return
+    ws.run()
+    assert writer(2) == "delta-spark"
+    rows = ws.spark.read.format("delta").load(_quarantine(ws)).select("order_id", "email")
+    assert sorted(tuple(r) for r in rows.collect()) == [(4, None), (5, "e@x.com"),
+                                                        (5, "f@x.com"), (7, None)]
 
 
 def test_warn_policy_writes_everything_and_records_the_failures(ws, caplog):

@@ -81,6 +81,12 @@ class EmbeddedEngine(DeltaEngine):
     def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
         return read_data_files(self.spark, path, snap, files)
 
+    def can_write(self, path: str) -> bool:
+        """Whether this path writes the table ``path`` (absent: it would create it) as
+        delta-spark would, i.e. it has no feature this path refuses to write."""
+        root = _table_uri(path)
+        return not log.is_table(root) or not _not_written(log.snapshot(root))
+
     # --- write -----------------------------------------------------------------------
 
     def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
