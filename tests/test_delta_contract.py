@@ -277,6 +277,22 @@ def test_rows_breaking_a_table_s_constraints_are_refused_whole(engine, spark, tm
     assert sorted_rows(engine.read(path)) == [(5, "ok", (1,))]
 
 
+def test_a_merge_breaking_a_check_constraint_is_refused_whole(engine, spark, tmp_path):
+    path = str(tmp_path / "t")
+    spark_made_table(spark, path, "a BIGINT, k BIGINT NOT NULL", "a > 0")
+    schema = "a BIGINT, k BIGINT"
+    engine.write(spark.createDataFrame([(5, 1)], schema), path)
+    before = commits(path)
+    with pytest.raises((ConstraintViolationError, Py4JJavaError, PySparkException)) as error:
+        engine.write(spark.createDataFrame([(6, 1), (0, 2)], schema), path, mode="merge",
+                     merge_on=["k"])
+    if engine.name == "embedded":
+        assert error.type is ConstraintViolationError
+        assert "CHECK constraint c0 (a > 0)" in str(error.value)
+    assert commits(path) == before
+    assert sorted_rows(engine.read(path)) == [(5, 1)]
+
+
 @pytest.mark.parametrize("columns, properties, feature", [
     ("a BIGINT, b BIGINT GENERATED ALWAYS AS (a * 2)", "", "generated column b"),
     ("a BIGINT, b BIGINT", "TBLPROPERTIES ('delta.columnMapping.mode' = 'name')",

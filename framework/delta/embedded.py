@@ -94,9 +94,7 @@ class EmbeddedEngine(DeltaEngine):
                replace_where: tuple[F.Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         if current is not None:
-            if refused := _not_written(current):
-                raise UnsupportedTableFeatureError(path, refused, writing=True)
-            df = _enforced(df, current)
+            df = _checked(path, df, current)
         root = _table_uri(path)
         fs, base, spark_uri = storage.filesystem(root)
         staging = _new_staging_dir(fs, base, txn)
@@ -109,14 +107,9 @@ class EmbeddedEngine(DeltaEngine):
                       .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
             if partitions:
                 writer = writer.partitionBy(*partitions)
-            with temporary_conf(self.spark,
-                                {"spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS"}):
-                try:
-                    writer.parquet(spark_uri(staging))
-                except Exception as exc:
-                    if broken := _VIOLATION.search(str(exc)):
-                        raise ConstraintViolationError(path, broken[1]) from None
-                    raise
+            with temporary_conf(self.spark, {"spark.sql.parquet.outputTimestampType":
+                                             "TIMESTAMP_MICROS"}), _constraints_kept(path):
+                writer.parquet(spark_uri(staging))
             before_commit()
             files = list(_place_files(fs, staging, base, partitions, schema, placed))
             _check_replace_where(path, files, replace_where)
@@ -141,12 +134,13 @@ class EmbeddedEngine(DeltaEngine):
                     os.rmdir(os.path.join(root, STAGING_DIR))
 
 
-    def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
-               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
-               before_commit: Callable[[], object]) -> int:
+    def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
+               merge_schema: bool, txn: AppTransaction | None,
+               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         # delta-rs merges on the driver: fine for increments, which merges are for.
         root = _table_uri(path)
-        rows = df.toArrow()
+        with _constraints_kept(path):
+            rows = _checked(path, df, current).toArrow()
         before_commit()
         return log.merge_rows(root, rows, keys=keys, merge_schema=merge_schema, txn=txn,
                               user_metadata=metadata)
@@ -186,15 +180,18 @@ def _not_written(snap: Snapshot) -> list[str]:
     return refused
 
 
-def _enforced(df: DataFrame, snap: Snapshot) -> DataFrame:
-    """``df``, whose write fails (as delta-spark's does) on a row that leaves a NOT NULL
-    column NULL or breaks a CHECK constraint of ``snap``'s table (one whose expression is
-    NULL breaks it too)."""
+def _checked(path: str, df: DataFrame, snap: Snapshot) -> DataFrame:
+    """``df`` to write to ``snap``'s table: refused if the table has a feature this path
+    would write wrong; else failing (as delta-spark's write does, see ``_constraints_kept``)
+    on a row that leaves a NOT NULL column NULL or breaks a CHECK constraint (one whose
+    expression is NULL breaks it too)."""
     from pyspark.sql import functions as fn
 
-    broken = [(f"NOT NULL column {'.'.join(path)} is NULL in a row",
-               fn.col(".".join(f"`{p.replace('`', '``')}`" for p in path)).isNull())
-              for path in _not_null(spark_schema(snap.schema_json).fields)]
+    if refused := _not_written(snap):
+        raise UnsupportedTableFeatureError(path, refused, writing=True)
+    broken = [(f"NOT NULL column {'.'.join(column)} is NULL in a row",
+               fn.col(".".join(f"`{name.replace('`', '``')}`" for name in column)).isNull())
+              for column in _not_null(spark_schema(snap.schema_json).fields)]
     broken += [(f"CHECK constraint {key.removeprefix('delta.constraints.')} ({sql}) is "
                 "broken by a row", ~fn.coalesce(fn.expr(sql), fn.lit(False)))
                for key, sql in snap.configuration.items()
@@ -203,6 +200,17 @@ def _enforced(df: DataFrame, snap: Snapshot) -> DataFrame:
         return df
     return df.where(fn.coalesce(*(fn.when(test, fn.raise_error(fn.lit(
         f"deltamark constraint: {text}"))) for text, test in broken), fn.lit(True)))
+
+
+@contextlib.contextmanager
+def _constraints_kept(path: str) -> Iterator[None]:
+    """Turn the failure of a Spark job over ``_checked`` rows into the constraint it names."""
+    try:
+        yield
+    except Exception as exc:
+        if broken := _VIOLATION.search(str(exc)):
+            raise ConstraintViolationError(path, broken[1]) from None
+        raise
 
 
 def _not_null(fields: Sequence[Any], parent: tuple[str, ...] = ()

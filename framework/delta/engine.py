@@ -125,8 +125,9 @@ class DeltaEngine(ABC):
             F.check(replace_where, partitions,
                     where=f"Delta table {path} (replace_where takes partition columns)")
         if mode == "merge" and current is not None:
-            version = self._merge(df, path, keys=tuple(merge_on), merge_schema=merge_schema,
-                                  txn=txn, metadata=metadata, before_commit=before_commit)
+            version = self._merge(df, path, current=current, keys=tuple(merge_on),
+                                  merge_schema=merge_schema, txn=txn, metadata=metadata,
+                                  before_commit=before_commit)
         else:  # merging into a new table creates it
             version = self._write(df, path, mode="append" if mode == "merge" else mode,
                                   current=current, schema=schema, partitions=partitions,
@@ -143,10 +144,11 @@ class DeltaEngine(ABC):
         table's after the write), and commit; return the new table version."""
 
     @abstractmethod
-    def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
-               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
-               before_commit: Callable[[], object]) -> int:
-        """Upsert ``df`` into the existing table on ``keys`` in one commit; the new version."""
+    def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
+               merge_schema: bool, txn: AppTransaction | None,
+               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
+        """Upsert ``df`` into the existing table ``current`` on ``keys`` in one commit; the
+        new version."""
 
     def read_changes(self, path: str, *, after: int, to: int,
                      change_feed: bool | None = None) -> DataFrame:

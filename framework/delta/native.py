@@ -86,9 +86,9 @@ class NativeEngine(DeltaEngine):
         writer.save(path)
         return log.table_version(path) or 0
 
-    def _merge(self, df: DataFrame, path: str, *, keys: tuple[str, ...], merge_schema: bool,
-               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
-               before_commit: Callable[[], object]) -> int:
+    def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
+               merge_schema: bool, txn: AppTransaction | None,
+               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         from delta.tables import DeltaTable
 
         before_commit()
