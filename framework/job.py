@@ -74,7 +74,26 @@ Connections = Callable[[str], jdbc.Connection]
 
 
 class IncrementalJob(ABC):
-    """Base class of deltamark jobs. Implement ``run``; read and write through ``ctx``."""
+    """Base class of deltamark jobs. Implement ``run``; read and write through ``ctx``.
+
+    Each read takes only what its context (``transformation_ctx``) has not read in an
+    earlier run; each write commits with the state the run moves its bookmarks to, once.
+
+    Example::
+
+        # jobs/orders_ingest.py
+        class OrdersIngest(IncrementalJob):
+            def run(self, ctx: JobContext) -> None:
+                df = ctx.read_files(ctx.params["landing"], format="json",
+                                    transformation_ctx="orders_src")
+                ctx.write_delta(df, ctx.params["target"], mode="append")
+
+        # conf/jobs/orders_ingest.yaml
+        class: jobs.orders_ingest:OrdersIngest
+        params: {landing: data/landing/orders, target: data/lake/bronze/orders}
+
+        $ deltamark run orders_ingest
+    """
 
     @abstractmethod
     def run(self, ctx: JobContext) -> None:
@@ -147,6 +166,17 @@ class TargetWriteHooks(Protocol):
 
 class JobContext:
     """What ``IncrementalJob.run`` gets: Spark, params, the run's identity, bookmarked I/O.
+
+    Reads (``read_files``, ``read_jdbc``, ``read_delta``) plan what is new for their
+    context against its bookmark; writes (``write_delta``, ``write_parquet``,
+    ``write_jdbc``, ``write_files``) commit that plan with the rows, exactly once.
+
+    Example::
+
+        def run(self, ctx):
+            new = ctx.read_delta("data/lake/bronze/orders", transformation_ctx="bronze")
+            ctx.write_delta(new.where("amount > 0"), "data/lake/silver/orders",
+                            mode="merge", merge_on="order_id", checks="silver_orders")
 
     Attributes:
         spark, params, job_name, run_id, run_seq, mode, log, dry_run
@@ -329,6 +359,17 @@ class JobContext:
         ``_commit_timestamp``. This is how jobs chain: job B reads job A's target.
         ``bookmark=False`` reads the whole table, at ``version`` when given (e.g. the
         version an upstream job published in a workflow).
+
+        Args:
+            table: the Delta table's path (local or ``s3://``).
+            transformation_ctx: the context whose bookmark the read follows (needed when
+                ``bookmark`` is on).
+            bookmark: off: read the whole table, whatever earlier runs read.
+            change_feed: read the Change Data Feed (None: when the table has it).
+            version: with ``bookmark=False``, the version to read.
+
+        Returns:
+            The rows the table gained (with the change columns when read from its feed).
 
         Raises:
             JobError: ``version`` with a bookmarked read.
@@ -536,6 +577,21 @@ class JobContext:
         does an append or merge of no rows in a run whose reads found nothing new: the
         target gets no empty version (the run still commits its bookmarks). In a dry run
         nothing is written (and no checks run).
+
+        Args:
+            df: the rows to write.
+            target: the Delta table's path (local or ``s3://``); created by the first write.
+            mode: ``append``, ``overwrite`` or ``merge``.
+            partition_by: partition columns of a table this write creates.
+            replace_where: with ``overwrite``, replace only the partitions matching these
+                partition-column filters (``[("day", "=", "2024-01-01")]``).
+            merge_schema: add the columns ``df`` has and the table lacks.
+            merge_on: with ``merge``, the key column(s).
+            checks: a rule set of the job's conf that gates the write.
+
+        Returns:
+            A ``WriteResult``: the table's version after the write; ``skipped`` when
+            nothing was committed (a replay of a run the table holds, or no rows).
 
         Raises:
             JobError: the target was already written in this run, rows read again by a

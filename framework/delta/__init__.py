@@ -38,6 +38,19 @@ __all__ = [
 def delta_engine(spark: SparkSession, *, mode: DeltaMode = "auto") -> DeltaEngine:
     """The Delta path for ``spark``: ``auto`` picks native when Delta's classes are loaded.
 
+    Args:
+        spark: the session the engine reads and writes with.
+        mode: ``auto``, ``native`` (delta-spark) or ``embedded`` (delta-rs with Spark's
+            Parquet I/O).
+
+    Returns:
+        The engine; ``engine.name`` says which path it is.
+
+    Example::
+
+        engine = delta_engine(spark)
+        engine.write(df, "data/lake/orders", txn=AppTransaction("orders_ingest", 7))
+
     Raises:
         DeltaEngineUnavailableError: ``native`` was asked for but Delta's jars are absent.
     """
