@@ -39,7 +39,6 @@ from framework.delta import (
 )
 from framework.errors import (
     DatabaseError,
-    DataQualityError,
     JobError,
     MissingContextError,
     SourceError,
@@ -47,6 +46,7 @@ from framework.errors import (
 )
 from framework.faults import crash_point
 from framework.modes import BookmarkOptions
+from framework.quality.policy import RunChecks
 from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sinks.delta import app_id
@@ -56,7 +56,7 @@ from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from framework.sources.malformed import BadRecords
 from framework.sources.state import BookmarkState, encode
 from framework.target_runs import check_target_write, run_record
-from state_tables.model import Bookmark, DqResult, ProcessedFile, Watermark
+from state_tables.model import Bookmark, ProcessedFile, Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -204,6 +204,8 @@ class JobContext:
         self._engine = engine
         self._connections = connections
         self._checks = dict(checks or {})
+        self._checks_run = RunChecks(job=run.job, run_id=run.run_id, run_seq=run.run_seq,
+                                     attempt=run.attempt, store=store, log=self.log)
         self._hooks = hooks
         self._reads: dict[str, SourceRead] = {}
         self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
@@ -718,7 +720,8 @@ class JobContext:
         self._output_key(target)  # written twice: fail before any check runs
         if checks is None or self.dry_run or not df.columns:
             return write(df)
-        return write(self._gate(df, target, self._checks[checks]))
+        return write(self._checks_run.gate(df, self._checks[checks], target=target,
+                                           quarantine=self._quarantine))
 
     def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
@@ -777,14 +780,6 @@ class JobContext:
             self._hooks.after_target_write(self)
         return result
 
-    def _quarantine_engine(self, table: str) -> DeltaEngine:
-        """The Delta path for a rule set's quarantine ``table``: embedded, as for the state
-        tables, unless the table has features only the native path writes (one a user
-        made). An append of the rejected rows then commits in milliseconds, where
-        delta-spark first rebuilds the table's snapshot in Spark jobs (about 1 s a run)."""
-        embedded = EmbeddedEngine(self.spark)
-        return embedded if embedded.can_write(table) else self._engine
-
     def rolled_back(self, target: str) -> None:
         """``target``'s write of this run was undone (see ``runner``): it is no longer
         one of the run's writes."""
@@ -801,65 +796,18 @@ class JobContext:
 
     def evaluate_checks(self, df: DataFrame, ruleset: RuleSet, *, target: str,
                         record: bool = True) -> tuple[int, list[RuleOutcome]]:
-        """Evaluate ``ruleset`` on ``df`` and record the outcomes in ``dq_results`` (with the
-        action its policy takes, under ``target``), without acting on them: the rows
-        checked and each rule's outcome. Rows with nothing in them are not checked (an
-        increment with nothing new): ``(0, [])``."""
-        from framework.quality import gate
+        """Evaluate ``ruleset`` on ``df`` and record the outcomes, without acting on them
+        (``RunChecks.evaluate``): the rows checked and each rule's outcome."""
+        return self._checks_run.evaluate(df, ruleset, target=target, record=record)
 
-        measured = gate.measure(df, ruleset.rules)
-        if measured.rows == 0:
-            self.log.info("checks %s: no rows to check for %s", ruleset.name, target)
-            return 0, []
-        outcomes = gate.evaluate(df, ruleset, measured=measured)
-        action = gate.action(ruleset, outcomes)
-        if record:
-            self._store.record_dq_results([DqResult(
-                job=self.job_name, run_id=self.run_id, run_seq=self.run_seq,
-                attempt=self._run.attempt, ruleset=ruleset.name, target=target,
-                policy=ruleset.policy, rule=o.rule.text, kind=o.rule.kind, outcome=o.outcome,
-                action=action, rows=measured.rows, observed=o.observed,
-                unexpected_count=o.unexpected_count, unexpected_percent=o.unexpected_percent,
-                sample=o.sample, message=o.message) for o in outcomes])
-        return measured.rows, outcomes
-
-    def _gate(self, df: DataFrame, target: str, ruleset: RuleSet) -> DataFrame:
-        """Evaluate ``ruleset`` on ``df``, record the results and apply the policy: the rows
-        to write to ``target`` (after writing a quarantine), or raise.
-
-        ``df`` is not cached: the gate reads it once (``gate.measure``) and the write reads
-        it again, as a source's plan pins what it reads (files, versions, key ranges)."""
-        from framework.quality import gate
-
-        rows, outcomes = self.evaluate_checks(df, ruleset, target=target)
-        if rows == 0:
-            return df
-        action = gate.action(ruleset, outcomes)
-        failed = [o for o in outcomes if o.outcome != "passed"]
-        summaries = [o.summary() for o in failed]
-        if action == "rejected":
-            hint = (f"see deltamark dq results {self.job_name} --run {self.run_id}."
-                    if ruleset.policy == "fail" else
-                    "only row-level rules can quarantine rows; fix the data or the rule.")
-            raise DataQualityError(self.job_name, ruleset.name, target, summaries, hint)
-        if action == "warned":
-            self.log.warning("checks %s: %d of %d rules failed for %s (written anyway): %s",
-                             ruleset.name, len(failed), len(outcomes), target,
-                             "; ".join(summaries))
-        if action != "quarantined":
-            return df
-        from pyspark.sql import functions as F
-
-        # only the failed rules: GX found no row breaking the others
-        passing, broken = gate.split(df, [o.rule for o in outcomes if o.outcome == "failed"])
-        quarantined = broken.select(
-            "*", F.lit(self.job_name).alias("_dq_job"), F.lit(self.run_id).alias("_dq_run_id"),
-            F.lit(target).alias("_dq_target"))
-        self._write(quarantined, target=ruleset.quarantine, mode="append", merge_schema=True,
-                    engine=self._quarantine_engine(ruleset.quarantine))
-        self.log.warning("checks %s: %s to %s", ruleset.name, "; ".join(summaries),
-                         ruleset.quarantine)
-        return passing
+    def _quarantine(self, rows: DataFrame, table: str) -> None:
+        """Append a rule set's rejected ``rows`` to its quarantine ``table``, in this run:
+        through delta-rs, as the state tables are, unless the table has features only the
+        native path writes (one a user made). The append then commits in milliseconds,
+        where delta-spark first rebuilds the table's snapshot in Spark jobs (~1 s a run)."""
+        embedded = EmbeddedEngine(self.spark)
+        self._write(rows, target=table, mode="append", merge_schema=True,
+                    engine=embedded if embedded.can_write(table) else self._engine)
 
     # --- workflows --------------------------------------------------------------------
 
