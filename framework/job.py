@@ -306,27 +306,13 @@ class JobContext:
         except Exception as exc:  # Spark's own errors (FAILFAST, a corrupt file): one line
             if not type(exc).__module__.startswith(("py4j", "pyspark")):
                 raise
-            found = self._first_malformed(source, plan) if source.bad_records == "fail" \
-                and malformed.applies(source.format, source.options) else None
+            found = files.first_malformed(self.spark, source, plan) if (
+                source.bad_records == "fail"
+                and malformed.applies(source.format, source.options)) else None
             raise SourceError(self.job_name, context, found or one_line(exc)) from exc
         if bad:
             self._set_aside(context, source, bad)
         return df
-
-    def _first_malformed(self, source: files.FileSource, plan: FilePlan) -> str | None:
-        """Where a FAILFAST read (schema inference) met its first malformed record: Spark
-        does not say which file."""
-        lenient = dataclasses.replace(source, bad_records="drop")
-        try:
-            _, bad = malformed.set_aside(files.read_files(self.spark, lenient, plan))
-        except Exception:  # noqa: BLE001 - only a better message was at stake
-            return None
-        if not bad:
-            return None
-        [(file, line, record)] = malformed.located(bad[:1])
-        return (f"malformed {source.format} record in {file}"
-                f"{f' line {line}' if line else ''}: {record[:100]!r} (bad_records='drop' or "
-                "'quarantine' reads on without it)")
 
     def _set_aside(self, context: str, source: files.FileSource,
                    bad: list[tuple[str, str]]) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "ListedFile",
     "RewritePolicy",
     "SOURCE_KIND",
+    "first_malformed",
     "list_files",
     "parse_exclusions",
     "plan_files",
@@ -354,6 +355,22 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataF
     if source.lineage_column:
         df = df.withColumn(source.lineage_column, F.col("_metadata.file_path"))
     return df
+
+
+def first_malformed(spark: SparkSession, source: FileSource, plan: FilePlan) -> str | None:
+    """Where a FAILFAST read (schema inference) of ``plan`` met its first malformed record,
+    as a message (Spark does not say which file); None when no record is found so."""
+    lenient = dataclasses.replace(source, bad_records="drop")
+    try:
+        _, bad = malformed.set_aside(read_files(spark, lenient, plan))
+    except Exception:  # noqa: BLE001 - only a better message was at stake
+        return None
+    if not bad:
+        return None
+    [(file, line, record)] = malformed.located(bad[:1])
+    return (f"malformed {source.format} record in {file}"
+            f"{f' line {line}' if line else ''}: {record[:100]!r} (bad_records='drop' or "
+            "'quarantine' reads on without it)")
 
 
 def _base_path(source: FileSource) -> str | None:
