@@ -98,10 +98,10 @@ def measure(df: DataFrame, rules: Sequence[Rule]) -> Measured:
 
 
 class _Plan:
-    """Three narrow Spark jobs: one aggregation of every row test (each a column), one of
-    the distinct counts, and the uniqueness keys' (bit words, or a window per key over the
-    key columns alone: carrying the tests across that shuffle would move ten times the
-    bytes)."""
+    """Three narrow Spark jobs: one aggregation of every row test (each a column) and of
+    the integer keys' ranges, one of the distinct counts, and the uniqueness keys' (bit
+    words, or a window per key over the key columns alone: carrying the tests across that
+    shuffle would move ten times the bytes)."""
 
     def __init__(self, types: Mapping[str, str]) -> None:
         self.types = types
@@ -165,39 +165,45 @@ class _Plan:
     def run(self, df: DataFrame) -> tuple[int, list[Any]]:
         """The row count, and each metric's value (a pair for a uniqueness key: its rows
         sharing their values with others, and its rows not all NULL). The passes run as
-        concurrent Spark jobs: alone, each leaves cores idle at its stage boundaries."""
+        concurrent Spark jobs (alone, each leaves cores idle at its stage boundaries); the
+        keys' waits for the integer keys' ranges, which the tests' pass also takes."""
         from concurrent.futures import ThreadPoolExecutor
 
         from pyspark.sql import functions as F
         from pyspark.util import inheritable_thread_target
 
         distinct = [c for m, *_, c in self.metrics if m == "column.distinct_values.count"]
-        passes = {"tests": lambda: df.agg(F.count(F.lit(1)),
-                                          *map(F.count_if, self.tests.values())).collect()[0]}
-        if distinct:
-            passes["distinct"] = lambda: df.agg(*(F.count_distinct(_col(c))
-                                                  for c in distinct)).collect()[0]
-        if self.keys:
-            passes["keys"] = lambda: self._key_counts(df)
-        with ThreadPoolExecutor(len(passes), thread_name_prefix="deltamark-measure") as pool:
+        integers = list(dict.fromkeys(key[0] for key in self.keys if len(key) == 1 and
+                                      self.types[key[0]] in _INTEGRAL))
+        aggregates = [F.count(F.lit(1)), *map(F.count_if, self.tests.values()),
+                      *(f(_col(c)) for c in integers for f in (F.min, F.max, F.count))]
+        with ThreadPoolExecutor(3, thread_name_prefix="deltamark-measure") as pool:
             # local properties (scheduler pool, job group) and tags follow the jobs there
             inherit = inheritable_thread_target(df.sparkSession)
-            running = {name: pool.submit(inherit(job)) for name, job in passes.items()}
-        found = {name: job.result() for name, job in running.items()}
-        row = found["tests"]
-        values = dict(zip(self.tests, row[1:], strict=True))
-        values |= zip(distinct, found.get("distinct", ()), strict=True)
-        values |= zip(map(_key_rows, range(len(self.keys))), found.get("keys", ()), strict=True)
+            tests = pool.submit(inherit(lambda: df.agg(*aggregates).collect()[0]))
+            counted = pool.submit(inherit(lambda: df.agg(*(
+                F.count_distinct(_col(c)) for c in distinct)).collect()[0] if distinct else ()))
+
+            def keys() -> list[tuple[int, int]]:
+                found = tests.result()[1 + len(self.tests):]
+                ranges = {c: tuple(found[3 * i:3 * i + 3]) for i, c in enumerate(integers)}
+                return self._key_counts(df, ranges)
+
+            keyed = pool.submit(inherit(keys))
+        row = tests.result()
+        values = dict(zip(self.tests, row[1:1 + len(self.tests)], strict=True))
+        values |= zip(distinct, counted.result(), strict=True)
+        values |= zip(map(_key_rows, range(len(self.keys))), keyed.result(), strict=True)
         return row[0], [values[source] for *_, source in self.metrics]
 
-    def _key_counts(self, df: DataFrame) -> list[tuple[int, int]]:
+    def _key_counts(self, df: DataFrame, ranges: Mapping[str, tuple[Any, Any, int]]
+                    ) -> list[tuple[int, int]]:
         """For each uniqueness key: its rows sharing their values with others (GX's
-        window) and its rows not all NULL. A key of one integer column whose values are
-        all distinct and fill enough of their range is found so from bit words; the others
-        take the window."""
-        integers = [key[0] for key in self.keys if len(key) == 1 and
-                    self.types[key[0]] in _INTEGRAL]
-        distinct = _distinct_integers(df, integers) if integers else {}
+        window) and its rows not all NULL. A key of one integer column (``ranges``: its
+        lowest and highest value and rows not NULL) whose values are all distinct and
+        fill enough of their range is found so from bit words; the others take the
+        window."""
+        distinct = _distinct_integers(df, ranges)
         counts: dict[int, tuple[int, int]] = {}
         for i, key in enumerate(self.keys):
             found = distinct.get(key[0]) if len(key) == 1 else None
@@ -265,19 +271,18 @@ _NUMERIC = _INTEGRAL | {"float", "double", "decimal"}
 DENSE_ENOUGH = 1 / 8
 
 
-def _distinct_integers(df: DataFrame, columns: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """For each integer column of ``columns`` whose values are dense enough: its distinct
-    values and its rows not NULL, exactly. The values are grouped by 64 (``v >> 6``), each
-    group ORs one bit per value (``1 << (v & 63)``) and the distinct values are the bits set:
-    one code-generated hash aggregation, and what crosses the shuffle is a word per 64
-    values a partition holds, not a row per value as for a window or ``count_distinct``."""
+def _distinct_integers(df: DataFrame, ranges: Mapping[str, tuple[Any, Any, int]]
+                       ) -> dict[str, tuple[int, int]]:
+    """For each integer column of ``ranges`` (its lowest and highest value, and its rows
+    not NULL) whose values are dense enough: its distinct values and its rows not NULL,
+    exactly. The values are grouped by 64 (``v >> 6``), each group ORs one bit per value
+    (``1 << (v & 63)``) and the distinct values are the bits set: one code-generated hash
+    aggregation, and what crosses the shuffle is a word per 64 values a partition holds,
+    not a row per value as for a window or ``count_distinct``."""
     from pyspark.sql import functions as F
 
-    stats = df.agg(*(f(_col(c)) for c in columns for f in (F.min, F.max, F.count))
-                   ).collect()[0]
     found = {}
-    for i, column in enumerate(columns):
-        low, high, rows = stats[3 * i:3 * i + 3]
+    for column, (low, high, rows) in ranges.items():
         if not rows or rows < (high - low + 1) * DENSE_ENOUGH:
             continue
         value = _col(column).cast("long")
