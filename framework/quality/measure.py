@@ -253,11 +253,18 @@ class _Plan:
                           Answer("compound_columns.unique.filtered_row_count", columns,
                                  value[1])]
         for answer in list(found):
+            # GX builds the Spark expression an answered count is computed from
+            # (``*.aggregate_fn``) before it asks for the count: it is never used
+            found.append(Answer(f"{answer.metric}.aggregate_fn", answer.columns, None,
+                                answer.arguments))
             if answer.metric.endswith(".unexpected_count") and answer.value == 0:
-                # no row breaks it: GX would find no sample either
+                # no row breaks it: GX would find no sample either, nor need the rows'
+                # condition for one
                 values_metric = answer.metric.removesuffix(".unexpected_count")
-                found.append(Answer(f"{values_metric}.unexpected_values", answer.columns, [],
-                                    answer.arguments))
+                found += [Answer(f"{values_metric}.unexpected_values", answer.columns, [],
+                                 answer.arguments),
+                          Answer(f"{values_metric}.condition", answer.columns, None,
+                                 answer.arguments)]
         return found
 
 
