@@ -204,7 +204,7 @@ class JobContext:
         self._engine = engine
         self._connections = connections
         self._checks = dict(checks or {})
-        self._checks_run = RunChecks(job=run.job, run_id=run.run_id, run_seq=run.run_seq,
+        self._run_checks = RunChecks(job=run.job, run_id=run.run_id, run_seq=run.run_seq,
                                      attempt=run.attempt, store=store, log=self.log)
         self._hooks = hooks
         self._reads: dict[str, SourceRead] = {}
@@ -706,7 +706,7 @@ class JobContext:
         self._output_key(target)  # written twice: fail before any check runs
         if checks is None or self.dry_run or not df.columns:
             return write(df)
-        return write(self._checks_run.gate(df, self._checks[checks], target=target,
+        return write(self._run_checks.gate(df, self._checks[checks], target=target,
                                            quarantine=self._quarantine))
 
     def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
@@ -784,7 +784,7 @@ class JobContext:
                         record: bool = True) -> tuple[int, list[RuleOutcome]]:
         """Evaluate ``ruleset`` on ``df`` and record the outcomes, without acting on them
         (``RunChecks.evaluate``): the rows checked and each rule's outcome."""
-        return self._checks_run.evaluate(df, ruleset, target=target, record=record)
+        return self._run_checks.evaluate(df, ruleset, target=target, record=record)
 
     def _quarantine(self, rows: DataFrame, table: str) -> None:
         """Append a rule set's rejected ``rows`` to its quarantine ``table``, in this run:
