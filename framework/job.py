@@ -326,7 +326,7 @@ class JobContext:
         if source.bad_records == "quarantine":
             rows = [(context, file, line, record, self.run_id, self.run_seq)
                     for file, line, record in malformed.located(bad)]
-            self.write_delta(self.spark.createDataFrame(rows, malformed.QUARANTINE_SCHEMA),
+            self._quarantine(self.spark.createDataFrame(rows, malformed.QUARANTINE_SCHEMA),
                              source.bad_records_table)
 
     def read_delta(
@@ -787,10 +787,12 @@ class JobContext:
         return self._run_checks.evaluate(df, ruleset, target=target, record=record)
 
     def _quarantine(self, rows: DataFrame, table: str) -> None:
-        """Append a rule set's rejected ``rows`` to its quarantine ``table``, in this run:
-        through delta-rs, as the state tables are, unless the table has features only the
-        native path writes (one a user made). The append then commits in milliseconds,
-        where delta-spark first rebuilds the table's snapshot in Spark jobs (~1 s a run)."""
+        """Append rejected ``rows`` (a rule set's, or a source's malformed records) to the
+        quarantine ``table``, in this run: through delta-rs, as the state tables are,
+        unless the table has features only the native path writes (one a user made). The
+        append then commits in milliseconds, where delta-spark first rebuilds the table's
+        snapshot in Spark jobs (~1 s a run). They are this run's own rows, appended
+        exactly once even when a source of the run reads rows again (a lookback)."""
         embedded = EmbeddedEngine(self.spark)
         self._write(rows, target=table, mode="append", merge_schema=True,
                     engine=embedded if embedded.can_write(table) else self._engine)

@@ -160,6 +160,14 @@ class TableCopy(IncrementalJob):
                         merge_on=merge_on)
 
 
+class TableAndFiles(IncrementalJob):
+    """A database table (``read_db``) and landing files (``read``), merged on ``id``."""
+
+    def run(self, ctx):
+        df = read_db(ctx).select("id").unionByName(read(ctx).select("id"))
+        ctx.write_delta(df, ctx.params["target"], mode="merge", merge_on=["id"])
+
+
 class TableToTwoTargets(IncrementalJob):
     """One database read written to two Delta tables (for crash-recovery tests)."""
 

@@ -73,6 +73,23 @@ def test_quarantine_writes_malformed_records_with_file_and_line_exactly_once(ws)
     assert len(quarantine_rows(ws, table)) == 2
 
 
+def test_quarantined_records_are_written_beside_a_source_read_again(ws, tmp_path):
+    # a lookback reads rows again, so the run may not append them; its malformed records
+    # are its own, read once, and still go to their table
+    from databases import sqlite_database
+
+    db = sqlite_database(tmp_path)
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)", "INSERT INTO t VALUES (50)")
+    table = str(ws.root / "lake" / "malformed")
+    ws.connect(db)
+    ws.declare(cls="TableAndFiles", connection="db", table="t", lookback="5",
+               bad_records="quarantine", bad_records_table=table)
+    ws.land(rows=0, name="a.json").write_text(GOOD_THEN_BAD)
+    report = ws.run()
+    assert ws.ids() == [1, 3, 50] and report.inputs["src"]["malformed"] == 1
+    assert quarantine_rows(ws, table) == [("src", "a.json", 2, '{"id": 2, oops', 1)]
+
+
 def test_a_corrupt_parquet_file_is_one_line_naming_it(ws):
     ws.declare(format="parquet")
     bad = ws.land(rows=0, name="broken.parquet")
