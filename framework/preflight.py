@@ -32,17 +32,19 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from framework import __version__
 from framework.bookmark_history import BookmarkHistory
 from framework.config import Settings
 from framework.errors import DeltamarkError
 from framework.job_config import JobSpec
-from framework.sources import delta as delta_source
-from framework.sources import files, jdbc
+from framework.sources import source_kind
 from state_tables.model import Run
 from state_tables.store import StateStore
+
+if TYPE_CHECKING:
+    from framework.sources.jdbc import Connection
 
 __all__ = ["Preflight", "fingerprint", "preflight", "waiting"]
 
@@ -90,7 +92,7 @@ def _code_files(spec: JobSpec) -> list[Path] | None:
 
 def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode: str,
               force: bool, skip_when_nothing_new: bool,
-              connections: Callable[[str], jdbc.Connection]) -> Preflight:
+              connections: Callable[[str], Connection]) -> Preflight:
     """Plan the sources the job's last run read, without Spark, against the bookmarks.
 
     Never raises for a source: one that cannot be planned here makes the run go ahead.
@@ -131,7 +133,7 @@ def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode
     return Preflight(True, f"nothing new in {', '.join(last.sources)}", last)
 
 
-def waiting(store: StateStore, job: str, connections: Callable[[str], jdbc.Connection]
+def waiting(store: StateStore, job: str, connections: Callable[[str], Connection]
             ) -> dict[str, int | str]:
     """What each source the job's last run read has that its bookmark has not seen (files,
     versions or rows), planned as ``preflight`` plans it; for a source that cannot be
@@ -157,17 +159,9 @@ def _reason(exc: Exception) -> str:
 
 
 def _new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
-               connections: Callable[[str], jdbc.Connection]) -> int | None:
+               connections: Callable[[str], Connection]) -> int | None:
     """How much the source has that the context's bookmark has not seen (files, versions,
     rows: 0 is nothing new); None when it cannot be told here."""
-    kind = description.get("kind")
-    if kind == files.SOURCE_KIND:
-        source = files.FileSource.from_description(description)
-        plan = files.plan_files(files.list_files(source), source,
-                                start=bookmarks.files(context), advance=False)
-        return len(plan.files)
-    if kind == delta_source.SOURCE_KIND:
-        return delta_source.versions_ahead(description, bookmarks.state(context, kind))
-    if kind == jdbc.SOURCE_KIND:
-        return jdbc.rows_ahead(description, bookmarks.state(context, kind), connections)
-    return None
+    kind = source_kind(description.get("kind", ""))
+    return None if kind is None else kind.new_items(context, description, bookmarks,
+                                                    connections)

@@ -184,3 +184,13 @@ def test_a_damaged_source_description_makes_the_run_go_ahead(ws):
         last, run_id="forged", run_seq=2, sources={"src": {"kind": "files", "paths": 7}}))
     report = ws.run()
     assert report.status == "succeeded" and "could not be planned ahead" in report.preflight
+
+
+def test_a_source_kind_this_deltamark_does_not_know_makes_the_run_go_ahead(ws):
+    first_run(ws)
+    last = ws.store.last_run("copy")
+    ws.store.record_run(dataclasses.replace(  # as a newer deltamark's source would
+        last, run_id="newer", run_seq=2, sources={"src": {"kind": "iceberg", "table": "t"}}))
+    report = ws.run()
+    assert report.status == "succeeded"
+    assert report.preflight == "src cannot be planned before Spark starts"

@@ -411,7 +411,8 @@ STORED_STATES = {  # as the bookmarks table of earlier deltamark versions holds 
 
 @pytest.mark.parametrize("kind", sorted(STORED_STATES))
 def test_each_kind_s_stored_state_decodes_to_its_class_and_encodes_back_unchanged(kind):
-    from framework.sources.state import KINDS, decode, encode
+    from framework.sources import KINDS
+    from framework.sources.state import decode, encode
 
     state = decode(kind, STORED_STATES[kind])
     assert type(state).__name__ == KINDS[kind].rpartition(":")[2] and state.kind == kind

@@ -1,1 +1,45 @@
-"""Sources jobs read incrementally: one module per kind (``files``; more to come)."""
+"""Sources jobs read incrementally: one module per kind, registered in ``KINDS``.
+
+A kind's module describes a read so that it can be planned again without Spark, plans it
+from a bookmark, reads it, and answers what ``SourceKind`` asks; its bookmark is a frozen
+dataclass (``framework.sources.state``). A new kind is its module, its entry here and the
+``JobContext`` method jobs read it with.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from framework.bookmark_history import BookmarkHistory
+    from framework.sources.jdbc import Connection
+
+__all__ = ["KINDS", "SourceKind", "source_kind"]
+
+#: each source kind's module and bookmark state class, imported when first needed (a
+#: read-only command showing a bookmark does not import every source's dependencies)
+KINDS = {"files": "framework.sources.files:FileState",
+         "delta": "framework.sources.delta:DeltaState",
+         "jdbc": "framework.sources.jdbc:JdbcState"}
+
+
+class SourceKind(Protocol):
+    """What deltamark asks of a source kind's module, besides reading."""
+
+    SOURCE_KIND: str
+
+    def new_items(self, context: str, description: Mapping[str, Any],
+                  bookmarks: BookmarkHistory, connections: Callable[[str], Connection]
+                  ) -> int | None:
+        """How much the source a run described (``SourceRead.description``) has past
+        ``context``'s bookmark in ``bookmarks``, told without Spark (files, versions,
+        rows: 0 is nothing new); None when it cannot be told here."""
+
+
+def source_kind(kind: str) -> SourceKind | None:
+    """The module of the source ``kind``; None for a kind this deltamark does not know."""
+    if kind not in KINDS:
+        return None
+    return importlib.import_module(KINDS[kind].partition(":")[0])  # type: ignore[return-value]

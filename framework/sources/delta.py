@@ -9,7 +9,7 @@ version. Rows committed to the source during the run belong to the next run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -19,10 +19,11 @@ from framework.errors import ChangesUnavailableError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from framework.bookmark_history import BookmarkHistory
     from framework.delta import DeltaEngine
 
-__all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaState", "description", "plan_delta", "read_delta",
-           "versions_ahead"]
+__all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaState", "description", "new_items", "plan_delta",
+           "read_delta"]
 
 SOURCE_KIND = "delta"
 
@@ -98,9 +99,12 @@ def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> dict[
     return {"kind": SOURCE_KIND, "table": plan.table, "asked": version, "read": plan.to}
 
 
-def versions_ahead(description: Mapping[str, Any], state: DeltaState | None) -> int:
-    """How many versions a read described by ``description`` would find past its bookmark
-    ``state`` (or, for a whole-table read, whether the version to read has changed)."""
+def new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+              connections: Callable[[str], Any]) -> int:
+    """How many versions a read described by ``description`` would find past
+    ``context``'s bookmark (or, for a whole-table read, whether the version to read has
+    changed): ``framework.sources.SourceKind``."""
+    state = bookmarks.state(context, SOURCE_KIND)
     if "read" in description:  # a whole-table read: anything other than what it read
         latest = description["asked"]
         if latest is None:

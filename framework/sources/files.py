@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from framework.bookmark_history import BookmarkHistory
+
 __all__ = [
     "DEFAULT_MAX_BAND_MS",
     "FileBookmark",
@@ -50,6 +52,7 @@ __all__ = [
     "SOURCE_KIND",
     "first_malformed",
     "list_files",
+    "new_items",
     "parse_exclusions",
     "plan_files",
     "read_files",
@@ -231,6 +234,15 @@ def list_files(source: FileSource) -> list[ListedFile]:
                 continue
             found.append(ListedFile(uri, item.size, item.mtime_ns // 1_000_000))
     return found
+
+
+def new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+              connections: Callable[[str], Any]) -> int:
+    """The files a read described by ``description`` would find that ``context``'s
+    bookmark has not processed (``framework.sources.SourceKind``)."""
+    source = FileSource.from_description(description)
+    return len(plan_files(list_files(source), source, start=bookmarks.files(context),
+                          advance=False).files)
 
 
 def _hidden(relative: str) -> bool:

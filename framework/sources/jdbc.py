@@ -36,10 +36,12 @@ from framework.redaction import redact, remember_credentials, remember_secret
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from framework.bookmark_history import BookmarkHistory
+
 __all__ = ["SOURCE_KIND", "Connection", "Database", "JdbcPlan", "JdbcSource", "JdbcState",
            "Transaction",
            "connect", "description", "java_message", "plan_jdbc", "read_jdbc",
-           "resolve_connection", "rows_ahead", "settings_connections"]
+           "new_items", "resolve_connection", "settings_connections"]
 
 SOURCE_KIND = "jdbc"
 
@@ -751,14 +753,16 @@ def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str
             "columns": [[c.name, c.jdbc_type, c.type_name] for c in plan.columns]}
 
 
-def rows_ahead(description: Mapping[str, Any], state: JdbcState | None,
-               connections: Callable[[str], Connection]) -> int | None:
-    """1 if the source has a row past the bookmark ``state``, else 0; None when no Python
-    driver here reaches the database (SQLite always; PostgreSQL with psycopg).
+def new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+              connections: Callable[[str], Connection]) -> int | None:
+    """1 if the source a run described has a row past ``context``'s bookmark, else 0;
+    None when no Python driver here reaches the database (SQLite always; PostgreSQL with
+    psycopg): ``framework.sources.SourceKind``.
 
     Raises:
         DatabaseError: the query failed.
     """
+    state = bookmarks.state(context, SOURCE_KIND)
     if state is not None and (list(state.keys) != description["keys"]
                               or state.order != description["order"]):
         return None  # the run refuses the bookmark: let it say so

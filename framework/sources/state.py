@@ -1,6 +1,7 @@
 """Bookmark states: what each source kind commits in the ``bookmarks`` table's ``state``.
 
-Each kind's state is a frozen dataclass in the kind's module, named in ``KINDS``.
+Each kind's state is a frozen dataclass in the kind's module, named in
+``framework.sources.KINDS``.
 ``encode`` and ``decode`` are the one codec between those classes and the JSON objects the
 table holds: a field is stored under its name (or its ``key`` metadata, for a name Python
 reserves), nested states and tuples as objects and lists, and a field missing from an older
@@ -26,14 +27,9 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Protocol
 
 from framework.errors import BookmarkStateError
+from framework.sources import KINDS
 
-__all__ = ["KINDS", "BookmarkState", "decode", "describe", "encode"]
-
-#: each source kind's state class, imported when first needed (a read-only command
-#: showing a bookmark does not import every source's dependencies)
-KINDS = {"files": "framework.sources.files:FileState",
-         "delta": "framework.sources.delta:DeltaState",
-         "jdbc": "framework.sources.jdbc:JdbcState"}
+__all__ = ["BookmarkState", "decode", "describe", "encode"]
 
 VERSION_KEY = "state_version"
 _UPGRADE = "Upgrade deltamark to read it."
