@@ -52,6 +52,8 @@ __all__ = [
     "WorkflowError",
     "WorkflowNotFoundError",
     "WriteConflictError",
+    "is_java_trace",
+    "java_summary",
     "one_line",
 ]
 
@@ -285,24 +287,34 @@ def one_line(cause: BaseException) -> str:
                 "the job's modules into the Python that executors run (spark.pyspark.python "
                 "or PYSPARK_PYTHON names it, at one path on every worker), or ship them with "
                 "spark-submit --py-files")
-    if text.startswith("An error occurred while calling"):  # py4j: a JVM stack trace
-        return _java_summary(text)
+    if is_java_trace(text):
+        return java_summary(text)
     return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def is_java_trace(text: str) -> bool:
+    """Whether ``text`` is py4j's message of a JVM error (a stack trace)."""
+    return text.startswith("An error occurred while calling")
 
 
 _JAVA_EXCEPTION = re.compile(r"^(?:: |Caused by: )?([\w.$]+(?:Exception|Error)): (.*)$")
 _SPARK_NOISE = re.compile(r"\s*SQLSTATE: \w+|\[[A-Z_.]+\] ")
+_TASK_FAILED = re.compile(r"Job aborted due to stage failure: .*?most recent failure: Lost task "
+                          r".*?\): ([\w.$]+(?:Exception|Error)): ")
 
 
-def _java_summary(text: str) -> str:
+def java_summary(text: str) -> str:
     """A JVM error in one line: the message of the exception naming the file Spark was
-    reading (else the first) and its root cause's, without Spark's error classes."""
+    reading (else the first) and its root cause's, without Spark's error classes nor where
+    a failed task ran."""
     messages = [(m[1].rsplit(".", 1)[-1], _SPARK_NOISE.sub("", m[2]).strip())
                 for m in map(_JAVA_EXCEPTION.match, text.splitlines()) if m]
     if not messages:
         return text.splitlines()[0]
     # the message naming the file being read, if one does, says more than the first
     kind, first = next((m for m in messages if "reading file" in m[1]), messages[0])
+    if failed := _TASK_FAILED.match(first):  # the task's own error, not where it ran
+        kind, first = failed[1].rsplit(".", 1)[-1], first[failed.end():]
     root_kind, root = messages[-1]
     said = f"{kind}: {first}"
     return said if root == first else f"{said} Cause: {root_kind}: {root}"

@@ -44,6 +44,7 @@ CASES = [
     ({"ColumnValues": {"column": "status", "in": ["new", "paid"]}}, "failed", 1),
     ({"ColumnValues": {"column": "status", "in": ["new", "paid", "lost"]}}, "passed", 0),
     ({"ColumnValues": {"column": "email", "matches": r"^\S+@\S+$"}}, "failed", 1),
+    ({"ColumnValues": {"column": "email", "matches": r"^\p{L}+@\p{L}+\.\p{L}+$"}}, "failed", 1),
     ({"ColumnLength": {"column": "country", "between": [2, 2]}}, "failed", 1),
     ({"ColumnLength": {"column": "country", "between": [2, 3]}}, "passed", 0),
     ({"ColumnExists": "amount"}, "passed", None),
@@ -104,6 +105,40 @@ def test_rows_marked_for_quarantine_match_the_counts_great_expectations_reports(
     # a failing value sample comes with failing row-level rules
     values = next(o for o in outcomes if o.rule.text.startswith('ColumnValues "amount" between'))
     assert sorted(values.sample) == [-5.0, 20000.0]
+
+
+JAVA_TAKES = [r"^\p{L}+$", r"[\p{L}\s'-]+", r"\p{Lu}\pL", r"\Qa.b\E+", r"\Qa\\b\E",
+              r"(?<year>\d{4})-\k<year>", r"\h+\R", r"a\\p", r"\x{1F600}", r"a*+(?>b)",
+              r"\Qunterminated", r"^\d{5}-\d{4}$"]
+JAVA_REFUSES = [r"(?P<n>a)", r"(?P=n)", r"(?#note)x", r"[a-", r"(abc", r"a{2,1}", r"\i"]
+
+
+@pytest.mark.parametrize("pattern", JAVA_TAKES + JAVA_REFUSES)
+def test_a_regex_is_checked_at_load_as_java_reads_it(spark, pattern):
+    # rlike and GX run Java's regexes: Python's syntax is not theirs
+    from pyspark.errors import IllegalArgumentException
+
+    try:
+        spark._jvm.java.util.regex.Pattern.compile(pattern)
+        java_takes = True
+    except IllegalArgumentException:  # PatternSyntaxException, as PySpark raises it
+        java_takes = False
+    assert java_takes == (pattern in JAVA_TAKES)  # the lists say what Java does
+    _, problems = parse_checks({"r": {"rules": [
+        {"ColumnValues": {"column": "c", "matches": pattern}}]}})
+    assert (problems == []) == java_takes, problems
+
+
+def test_a_regex_java_refuses_at_run_time_is_a_rule_error_in_one_line(spark):
+    from framework.quality import gate
+
+    sets, problems = parse_checks({"r": {"rules": [  # Python reads (?a); Java does not
+        {"ColumnValues": {"column": "email", "matches": "(?a)x"}}, {"IsComplete": "email"}]}})
+    assert problems == []
+    regex, complete = gate.evaluate(spark.createDataFrame(ROWS, SCHEMA), sets["r"])
+    assert regex.outcome == "error"
+    assert regex.message == "PatternSyntaxException: Unknown inline modifier near index 2"
+    assert complete.outcome == "failed" and complete.unexpected_count == 1
 
 
 HOSTILE_ROWS = [  # NULLs, NaN, infinities, empty and non-ASCII strings, repeated keys

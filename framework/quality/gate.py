@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from framework.errors import is_java_trace, java_summary
 from framework.quality.expectations import build_expectation, import_great_expectations
 from framework.quality.measure import Measured, measure
 from framework.quality.rules import Rule, RuleSet
@@ -198,11 +199,19 @@ def _key(expectation: tuple[str, Mapping[str, Any]]) -> tuple[str, str]:
 def _error(result: Any) -> str | None:
     info = result.exception_info or {}
     if info.get("raised_exception"):
-        return " ".join(str(info.get("exception_message")).split())[:300]
+        return _one_line(str(info.get("exception_message")))
     # several exceptions come keyed by metric
     messages = [v.get("exception_message") for v in info.values()
                 if isinstance(v, Mapping) and v.get("raised_exception")]
-    return " ".join(str(messages[0]).split())[:300] if messages else None
+    return _one_line(str(messages[0])) if messages else None
+
+
+def _one_line(message: str) -> str:
+    """GX's message of an exception, short, in one line (a JVM error: its first and root
+    messages, not its stack trace)."""
+    if is_java_trace(message):
+        message = java_summary(message)
+    return " ".join(message.split())[:300]
 
 
 def _project_config() -> Any:
