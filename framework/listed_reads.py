@@ -55,9 +55,15 @@ def read_listed(spark: SparkSession, files: Sequence[ListedFile], *, format: str
     ``key=value`` directories below ``base_path`` (none without one).
 
     Raises:
-        ValueError: Spark would not read every file: a reader option filters some, or some
-            are in ``key=value`` directories and others not (Spark skips those).
+        ValueError: Spark would not read every file: a reader option filters some, some
+            are in ``key=value`` directories and others not (Spark skips those), or a
+            local file's name holds ``:``.
     """
+    if unreadable := next((f.path for f in files if "://" not in f.path
+                           and ":" in os.path.basename(f.path)), None):
+        raise ValueError(  # Hadoop parses the name of its checksum file as a URI
+            f"{unreadable}: Spark cannot read a local file whose name holds ':'. Rename it, "
+            "or exclude it (exclusions)")
     reader = spark.read.format(format).options(**options)
     if schema is not None:
         reader = reader.schema(schema)

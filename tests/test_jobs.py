@@ -299,6 +299,18 @@ def test_file_names_spark_would_take_for_globs_are_read_as_named(ws):
     assert ws.run().inputs["src"]["files"] == 1 and len(ws.ids()) == len(names) + 1
 
 
+def test_a_local_file_name_spark_cannot_read_is_named_before_anything_is_read(ws):
+    ws.declare()
+    ws.land(rows=1)
+    odd = ws.land(rows=1, name="export 2026-01-01T10:00.json")
+    with pytest.raises(JobFailedError, match="Spark cannot read a local file whose name "
+                       "holds ':'") as failed:
+        ws.run()
+    assert str(odd) in str(failed.value)
+    odd.rename(odd.with_name("export 2026-01-01T10-00.json"))
+    assert ws.run().inputs["src"]["files"] == 2 and ws.ids() == [100, 200]
+
+
 def test_a_root_named_like_a_partition_directory_is_not_a_column(ws):
     """Below a root named key=value only the directories under the root are columns."""
     ws.declare(landing=str(ws.landing / "source=web"))
