@@ -154,6 +154,16 @@ def test_a_query_source_needs_keys_and_reads_incrementally(ws, tmp_path):
     assert target(ws, "id") == [(1,), (3,), (4,)]
 
 
+def test_a_query_ending_in_a_comment_or_a_semicolon_is_read(ws, database):
+    database.execute("CREATE TABLE q (id INTEGER PRIMARY KEY, v INTEGER)",
+                     "INSERT INTO q VALUES (?, ?)", rows=[(1, 10), (2, 20)])
+    declare(ws, database, query="SELECT id, v FROM q -- every row\n;\n", keys="id")
+    assert rows_read(ws.run()) == 2
+    database.execute("INSERT INTO q VALUES (?, ?)", rows=[(3, 30)])
+    assert rows_read(ws.run()) == 1
+    assert target(ws, "id", "v") == [(1, 10), (2, 20), (3, 30)]
+
+
 def test_parallel_reads_split_the_planned_rows(spark, database, monkeypatch):
     database.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, v INTEGER)",
                      "INSERT INTO big VALUES (?, ?)", rows=[(i, i % 7) for i in range(1, 1001)])

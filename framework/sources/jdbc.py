@@ -174,8 +174,11 @@ class JdbcSource:
 
     @property
     def relation(self) -> str:
-        """The rows as a SQL FROM item."""
-        return self.table if self.table else f"({self.query}) deltamark_query"
+        """The rows as a SQL FROM item: the table, or the query as a subquery (without a
+        trailing ``;``, and closed on a line of its own, past a trailing ``--`` comment)."""
+        if self.table:
+            return self.table
+        return f"({self.query.strip().rstrip(';').rstrip()}\n) deltamark_query"
 
     def problems(self) -> list[str]:
         problems = []
@@ -466,6 +469,8 @@ def java_message(exc: Exception) -> str:
 
 
 def _shorten(sql: str, limit: int = 200) -> str:
+    """``sql`` on one line, cut at ``limit`` characters, to be shown in a message."""
+    sql = " ".join(sql.split())
     return sql if len(sql) <= limit else sql[:limit] + "..."
 
 
