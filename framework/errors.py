@@ -277,9 +277,9 @@ class RunStopped(DeltamarkError):
 
 
 def one_line(cause: BaseException) -> str:
-    """The cause in one line: a JVM error gives its first and root messages; a module
-    that Spark's Python workers could not import (their traceback is inside a Spark
-    error, whose first line says nothing) is named."""
+    """The cause in one line: a JVM error gives its first and root messages, a Python
+    UDF's its own error; a module that Spark's Python workers could not import (their
+    traceback is inside a Spark error, whose first line says nothing) is named."""
     text = str(cause).strip()
     missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
     if missing and not isinstance(cause, ImportError):
@@ -289,6 +289,8 @@ def one_line(cause: BaseException) -> str:
                 "spark-submit --py-files")
     if is_java_trace(text):
         return java_summary(text)
+    if type(cause).__name__ == "PythonException":  # a UDF's: its error ends its traceback
+        return f"PythonException: {text.splitlines()[-1]}"
     return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}"
 
 

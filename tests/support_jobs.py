@@ -236,6 +236,23 @@ def label(order_id):
     return storage.join("orders", str(order_id))
 
 
+def refuse(order_id):
+    raise ValueError(f"order {order_id} has no customer")
+
+
+class UdfRaises(IncrementalJob):
+    """Landing files through a Python UDF that raises on the executors, collected first
+    (``collect``) or written."""
+
+    def run(self, ctx):
+        from pyspark.sql import functions as F
+
+        df = read(ctx).withColumn("checked", F.udf(refuse, "int")("id"))
+        if ctx.params.get("collect"):
+            df.collect()
+        ctx.write_delta(df, ctx.params["target"])
+
+
 class LabelledCopy(IncrementalJob):
     """Landing files -> a Delta table, with a column a Python UDF computes on executors."""
 

@@ -98,6 +98,16 @@ def test_a_job_that_calls_sys_exit_ends_with_a_recorded_outcome(ws):
     assert [r.status for r in ws.store.runs("copy")] == ["succeeded", "failed"]
 
 
+@pytest.mark.parametrize("collect", ["", "yes"])
+def test_a_udf_s_error_is_its_own_line(ws, collect):
+    ws.declare(cls="UdfRaises", collect=collect)  # raised in a write, or in a collect
+    ws.land(rows=1)
+    with pytest.raises(JobFailedError) as failed:
+        ws.run()
+    message = str(failed.value)
+    assert "ValueError: order 100 has no customer" in message and "\n" not in message
+
+
 def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_named(ws):
     """A job given as ``file.py:Class`` whose UDF calls deltamark's code: its functions
     reach Spark's Python workers; workers whose Python lacks deltamark (``python -S``, as
