@@ -175,3 +175,30 @@ def test_real_processes_exit_0_fast_and_start_no_jvm(state):
     print(f"read-only commands: median {statistics.median(timed):.2f}s, max {max(timed):.2f}s")
     assert statistics.median(timed) < 1.0, f"median read-only command took {timed}"
     assert max(timed) < 2.0, f"slowest read-only command took {max(timed):.2f}s"
+
+
+def invoke_wide(*args):
+    return runner.invoke(app, list(args), env={"COLUMNS": "400"}).output
+
+
+def _commands(command, path=()):
+    yield path, command
+    for name, sub in (getattr(command, "commands", None) or {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_every_help_text_is_shown_whole_each_paragraph_on_one_line():
+    # on a terminal wide enough, a paragraph is one line: the docstring's line breaks are
+    # not kept (typer's Rich mode kept them), and nothing is taken for markup and dropped
+    # (as <JOB> once was)
+    import re
+
+    import typer
+
+    for path, command in _commands(typer.main.get_command(app)):
+        shown = invoke_wide(*path, "--help").splitlines()
+        lines = [" ".join(re.sub(r"[│╭╮╰╯─]", " ", line).split()) for line in shown]
+        texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+        for paragraph in (p for text in texts for p in text.split("\n\n") if p.strip()):
+            one_line = " ".join(paragraph.split())
+            assert any(one_line in line for line in lines), (path, paragraph)

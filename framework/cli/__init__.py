@@ -23,6 +23,9 @@ app = typer.Typer(
     name="deltamark",
     help="Glue-style job bookmarks for PySpark, with the state in Delta tables.",
     no_args_is_help=True,
+    # help texts are Markdown: a paragraph's line breaks are not kept (typer's Rich mode
+    # keeps them, breaking the wrapped lines of every docstring), in every command group
+    rich_markup_mode="markdown",
     pretty_exceptions_show_locals=False,
 )
 app.add_typer(runs.app, name="runs")

@@ -26,7 +26,7 @@ SHOWN_FILES = 20
 def run(
     ctx: typer.Context,
     job: Annotated[str | None, typer.Argument(
-        help="The job (conf/jobs/<JOB>.yaml); with --script, its name (default: the "
+        help="The job (conf/jobs/JOB.yaml); with --script, its name (default: the "
              "JOB_NAME arg).")] = None,
     script: Annotated[Path | None, typer.Option(
         help="Run this AWS Glue script (imports from framework.glue) as the job.")] = None,

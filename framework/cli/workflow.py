@@ -23,7 +23,7 @@ app = typer.Typer(help="Workflows: jobs started by triggers on other jobs' outco
 @app.command("run")
 def run(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="The workflow (conf/workflows/<NAME>.yaml).")],
+    name: Annotated[str, typer.Argument(help="The workflow (conf/workflows/NAME.yaml).")],
     arg: Annotated[list[str] | None, typer.Option(
         help="KEY=VALUE run property, given to every job; repeat for several.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
