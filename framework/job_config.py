@@ -64,7 +64,8 @@ def load_job(settings: Settings, name: str) -> JobSpec:
         ConfigError: every problem in the file, each naming its key.
     """
     path = settings.conf_dir / "jobs" / f"{name}.yaml"
-    if not path.is_file():
+    outside = name.startswith("/") or ".." in name.split("/")  # conf/deltamark.yaml, ...
+    if outside or not path.is_file():
         raise JobNotFoundError(name, str(settings.conf_dir), job_names(settings))
     raw = read_yaml(path)
     problems = unknown_keys(raw, KNOWN_KEYS)

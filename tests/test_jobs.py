@@ -361,6 +361,9 @@ def test_job_config_problems_are_reported_together(ws):
         assert expected in text
     with pytest.raises(JobNotFoundError, match="jobs there: bad"):
         ws.run("missing")
+    for outside in ("../deltamark", str(ws.conf / "jobs" / "bad")):  # files, not jobs
+        with pytest.raises(JobNotFoundError, match="jobs there: bad"):
+            ws.run(outside)
 
 
 def test_late_files_inside_the_window_are_read_older_ones_are_not(ws):
