@@ -55,6 +55,7 @@ from framework.sources import files, jdbc, malformed
 from framework.sources.files import FileFormat, FilePlan, RewritePolicy
 from framework.sources.malformed import BadRecords
 from framework.sources.state import BookmarkState, encode
+from framework.spark import named_column
 from framework.target_runs import check_target_write, run_record
 from state_tables.model import Bookmark, ProcessedFile, Watermark
 from state_tables.store import StateStore
@@ -501,7 +502,9 @@ class JobContext:
         A DataFrame without rows gives None and keeps the previous watermark.
 
         Raises:
-            JobError: unknown column or aggregate, or the context already has one.
+            JobError: unknown column or aggregate, a column of a type a watermark is not
+                (a number, string, date, timestamp or boolean), or the context already
+                has one.
         """
         if aggregate not in ("max", "min"):
             raise JobError(self.job_name, f"watermark aggregate must be max or min, not "
@@ -513,15 +516,24 @@ class JobContext:
             raise JobError(self.job_name, f"watermark {transformation_ctx} is set twice in "
                            "one run; give each its own transformation_ctx.")
         from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        value_type = df.schema[column].dataType
+        if not isinstance(value_type, T.NumericType | T.StringType | T.DateType |
+                          T.TimestampType | T.TimestampNTZType | T.BooleanType):
+            raise JobError(self.job_name, f"watermark {transformation_ctx}: column {column!r} "
+                           f"is {value_type.simpleString()}; a watermark is a number, string, "
+                           "date, timestamp or boolean.")
 
         agg = F.max if aggregate == "max" else F.min
-        row = df.agg(agg(column).alias("value"), F.count(F.lit(1)).alias("rows")).first()
+        row = df.agg(agg(named_column(column)).alias("value"),
+                     F.count(F.lit(1)).alias("rows")).first()
         if row["rows"] == 0:
             return None
         self._watermarks[transformation_ctx] = Watermark(
             job=self.job_name, context=transformation_ctx, run_id=self.run_id,
             run_seq=self.run_seq, column=column, aggregate=aggregate, value=row["value"],
-            value_type=df.schema[column].dataType.simpleString(), rows=row["rows"])
+            value_type=value_type.simpleString(), rows=row["rows"])
         return row["value"]
 
     def last_watermark(self, transformation_ctx: str) -> Any:

@@ -27,9 +27,10 @@ from framework.config import Settings
 from framework.errors import SparkStartError
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Column, SparkSession
 
-__all__ = ["session_conf", "sessions_from", "spark_session", "temporary_conf"]
+__all__ = ["named_column", "quoted", "session_conf", "sessions_from", "spark_session",
+           "temporary_conf"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -184,3 +185,16 @@ def temporary_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[Non
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def quoted(name: str) -> str:
+    """``name`` as a Spark SQL identifier, backquoted: dots, spaces and backticks in it are
+    taken literally (``a.b`` names the column so named, not field ``b`` of ``a``)."""
+    return "`{}`".format(name.replace("`", "``"))
+
+
+def named_column(name: str) -> Column:
+    """The top-level column ``name``, taken literally (``quoted``)."""
+    from pyspark.sql import functions as F
+
+    return F.col(quoted(name))

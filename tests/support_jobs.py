@@ -112,6 +112,14 @@ class DeltaCopy(IncrementalJob):
         ctx.write_delta(df, ctx.params["target"])
 
 
+class WatermarkOn(IncrementalJob):
+    """Watermarks ``column`` of the rows the SQL query ``rows`` gives."""
+
+    def run(self, ctx):
+        ctx.watermark(ctx.spark.sql(ctx.params["rows"]), ctx.params["column"],
+                      transformation_ctx="w")
+
+
 class WatermarkedCopy(IncrementalJob):
     """Reads every file (no bookmark), keeps rows newer than the last watermark."""
 

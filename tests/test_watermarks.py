@@ -57,6 +57,22 @@ def test_a_run_records_a_watermark_the_next_run_filters_with(ws):
     assert unknown.exit_code == 1 and "run nope: not in the runs table" in unknown.stderr
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize(("rows", "column", "found"), [
+    ("SELECT 1 AS `a.b` UNION ALL SELECT 2", "a.b", 2),  # a column named with a dot
+    ("SELECT X'00FF' AS b", "b", "column 'b' is binary; a watermark is a number, string"),
+    ("SELECT named_struct('x', 1) AS s", "s", "column 's' is struct<x:int>; a watermark"),
+])
+def test_a_watermark_is_of_the_column_named_and_of_a_type_it_keeps(ws, rows, column, found):
+    ws.declare(cls="WatermarkOn", rows=rows, column=column)
+    if isinstance(found, int):
+        ws.run()
+        assert ws.store.watermarks("copy")[0].value == found
+    else:  # it would come back as another type: a string, a list
+        with pytest.raises(JobFailedError, match=found):
+            ws.run()
+
+
 def test_dynamodb_style_api(tmp_path):
     wm = Watermarks(table_name="glue-watermarks", state_root=tmp_path)
     item = wm.create_watermark_item(job_id="orders", run_id="jr_1",

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import DeltamarkError
+from framework.spark import quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -151,7 +152,7 @@ def to_sql(filters: Sequence[Filter]) -> str:
     """The filters as a Spark SQL predicate (for Delta's ``replaceWhere``)."""
     parts = []
     for column, op, value in filters:
-        name = "`" + column.replace("`", "``") + "`"
+        name = quoted(column)
         if op in ("in", "not in"):
             parts.append(f"{name} {op.upper()} ({', '.join(_sql_literal(v) for v in value)})")
         else:

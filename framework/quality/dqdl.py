@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from framework.quality.rules import Rule, parse_rule
+from framework.spark import quoted
 
 __all__ = ["DQDL_RULE_TYPES", "DqdlError", "Ruleset", "parse_ruleset"]
 
@@ -317,7 +318,7 @@ class _Builder:
 
     def _is_complete(self, node: _Simple) -> Rule:
         column = self._column(node, condition=False)
-        return _row_rule(node.kind, node.text, f"{_quote(column)} IS NOT NULL")
+        return _row_rule(node.kind, node.text, f"{quoted(column)} IS NOT NULL")
 
     def _column_values(self, node: _Simple) -> Rule:
         column = self._column(node)
@@ -329,7 +330,7 @@ class _Builder:
         if node.condition.operator in ("in", "not in", "matches", "not matches") or not all(
                 _is_number(v) for v in node.condition.values):
             raise DqdlError(f"{node.text}: ColumnLength compares the length with numbers")
-        test = _compare(f"length({_quote(column)})", node.condition)
+        test = _compare(f"length({quoted(column)})", node.condition)
         return self._row_or_threshold(node, _null_rule(column, node.condition, test))
 
     def _row_or_threshold(self, node: _Simple, predicate: str) -> Rule:
@@ -376,7 +377,7 @@ class _Builder:
 
     def _uniqueness(self, node: _Simple) -> Rule:
         """Glue's (Deequ's) uniqueness: the share of all rows whose value no other row has."""
-        column = _braced(_quote(self._column(node)))
+        column = _braced(quoted(self._column(node)))
         once = (f"SELECT count(*) AS rows FROM {{batch}} WHERE {column} IS NOT NULL "
                 f"GROUP BY {column}")
         metric = (f"SELECT CAST(count_if(rows = 1) AS DOUBLE) / (SELECT count(*) FROM "
@@ -427,12 +428,12 @@ class _Builder:
     def _operand(self, column: str, condition: _Condition) -> str:
         """The column as compared: a string column compared with numbers is read as a
         number (NULL where it is not one, so the row fails)."""
-        quoted = _quote(column)
+        name = quoted(column)
         numeric = condition.operator not in ("matches", "not matches") and all(
             _is_number(v) for v in condition.values)
         if numeric and self.types.get(column) == "string":
-            return f"try_cast({quoted} AS DOUBLE)"
-        return quoted
+            return f"try_cast({name} AS DOUBLE)"
+        return name
 
 
 def _yaml_kind(node: _Simple, argument: Any) -> Rule:
@@ -460,8 +461,8 @@ def _scalar_rule(kind: str, text: str, metric_query: str, condition: _Condition)
 def _null_rule(column: str, condition: _Condition, test: str) -> str:
     """DQDL's NULL handling: a NULL fails a positive comparison and passes a negative one."""
     if condition.operator in _NEGATIVE:
-        return f"{_quote(column)} IS NULL OR ({test})"
-    return f"{_quote(column)} IS NOT NULL AND ({test})"
+        return f"{quoted(column)} IS NULL OR ({test})"
+    return f"{quoted(column)} IS NOT NULL AND ({test})"
 
 
 def _compare(operand: str, condition: _Condition) -> str:
@@ -520,10 +521,6 @@ def _literal(value: Any) -> str:
         return repr(value)
     escaped = str(value).replace("\\", "\\\\").replace("'", "\\'")
     return f"'{escaped}'"
-
-
-def _quote(column: str) -> str:
-    return "`{}`".format(column.replace("`", "``"))
 
 
 def _braced(sql: str) -> str:

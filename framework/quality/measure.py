@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.quality.rules import Rule
+from framework.spark import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -135,10 +136,10 @@ class _Plan:
             return  # GX says what is missing
         for column in columns:
             self._count("column_values.nonnull.unexpected_count", (column,), {},
-                        test=_col(column).isNull())
+                        test=named_column(column).isNull())
         if rule.kind == "Completeness":
             self._count("column.non_null_count", columns, {},
-                        test=_col(columns[0]).isNotNull())
+                        test=named_column(columns[0]).isNotNull())
         elif rule.kind == "Uniqueness":
             self._count("column.distinct_values.count", columns, {}, distinct=columns[0])
         elif rule.row_check is not None:
@@ -160,7 +161,7 @@ class _Plan:
                      {"regex": arg} if check == "matches" else
                      {"min_value": arg[0], "max_value": arg[1]})
         self._count(f"{_MAP_METRICS[check]}.unexpected_count", columns, arguments,
-                    test=_col(column).isNotNull() & ~rule.passes())
+                    test=named_column(column).isNotNull() & ~rule.passes())
 
     def run(self, df: DataFrame) -> tuple[int, list[Any]]:
         """The row count, and each metric's value (a pair for a uniqueness key: its rows
@@ -176,13 +177,14 @@ class _Plan:
         integers = list(dict.fromkeys(key[0] for key in self.keys if len(key) == 1 and
                                       self.types[key[0]] in _INTEGRAL))
         aggregates = [F.count(F.lit(1)), *map(F.count_if, self.tests.values()),
-                      *(f(_col(c)) for c in integers for f in (F.min, F.max, F.count))]
+                      *(f(named_column(c)) for c in integers for f in (F.min, F.max, F.count))]
         with ThreadPoolExecutor(3, thread_name_prefix="deltamark-measure") as pool:
             # local properties (scheduler pool, job group) and tags follow the jobs there
             inherit = inheritable_thread_target(df.sparkSession)
             tests = pool.submit(inherit(lambda: df.agg(*aggregates).collect()[0]))
             counted = pool.submit(inherit(lambda: df.agg(*(
-                F.count_distinct(_col(c)) for c in distinct)).collect()[0] if distinct else ()))
+                F.count_distinct(named_column(c)) for c in distinct)).collect()[0]
+                if distinct else ()))
 
             def keys() -> list[tuple[int, int]]:
                 found = tests.result()[1 + len(self.tests):]
@@ -224,7 +226,7 @@ class _Plan:
         from pyspark.sql import functions as F
 
         columns = list(dict.fromkeys(c for key in keys for c in key))
-        frame = df.select(*(_col(c).alias(f"__deltamark_key_{i}")
+        frame = df.select(*(named_column(c).alias(f"__deltamark_key_{i}")
                             for i, c in enumerate(columns)))
         partitions = _shuffle_partitions(df)
         aggregates = []
@@ -292,20 +294,13 @@ def _distinct_integers(df: DataFrame, ranges: Mapping[str, tuple[Any, Any, int]]
     for column, (low, high, rows) in ranges.items():
         if not rows or rows < (high - low + 1) * DENSE_ENOUGH:
             continue
-        value = _col(column).cast("long")
+        value = named_column(column).cast("long")
         bit = F.call_function("shiftleft", F.lit(1).cast("long"),
                               value.bitwiseAND(F.lit(63)).cast("int"))
         words = (df.where(value.isNotNull()).groupBy(F.shiftright(value, 6).alias("word"))
                  .agg(F.bit_or(bit).alias("bits")))
         found[column] = (words.agg(F.sum(F.bit_count("bits"))).collect()[0][0], rows)
     return found
-
-
-def _col(name: str) -> Column:
-    """The top-level column ``name`` (dots, spaces and backticks in it taken literally)."""
-    from pyspark.sql import functions as F
-
-    return F.col("`{}`".format(name.replace("`", "``")))
 
 
 def _columns(rule: Rule) -> tuple[str, ...]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from framework.config import unknown_keys
+from framework.spark import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -79,7 +80,7 @@ class Rule:
         check, columns, arg = self.row_check
         if check == "sql":
             return F.expr(arg)
-        cols = [F.col("`{}`".format(c.replace("`", "``"))) for c in columns]
+        cols = [named_column(c) for c in columns]
         if check == "not_null":
             return _all(c.isNotNull() for c in cols)
         if check == "unique":

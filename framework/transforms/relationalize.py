@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from framework.errors import TransformError
+from framework.spark import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -70,10 +71,10 @@ def relationalize(df: DataFrame, root_name: str, *, key_columns: Sequence[str] =
     if missing := [c for c in key_columns if c not in df.columns]:
         raise TransformError(root_name, f"key column(s) {missing} are not in the data "
                              f"(columns: {', '.join(df.columns)})")
-    columns = [_col(c) for c in df.columns]
-    identity = [_col(c) for c in key_columns] or [F.to_json(F.struct(*columns))]
+    columns = [named_column(c) for c in df.columns]
+    identity = [named_column(c) for c in key_columns] or [F.to_json(F.struct(*columns))]
     frame = df.select(F.xxhash64(F.lit(root_name), *identity).alias(_ROW), *columns)
-    fields = [_Field(_escape(f.name), _col(f.name), f.dataType) for f in df.schema.fields]
+    fields = [_Field(_escape(f.name), named_column(f.name), f.dataType) for f in df.schema.fields]
     tables: dict[str, DataFrame] = {}
     _split(tables, root_name, frame, fields, links=(), prefix="",
            identical_rows_possible=not key_columns)
@@ -182,10 +183,10 @@ def _nest(tables: Mapping[str, DataFrame], name: str, *, prefix: str) -> DataFra
         if column in links or child not in tables:
             continue
         folded = _fold(tables, child, prefix=f"{column}.val")
-        joined = table.join(folded, _col(column) == F.col(_FOLD_ID), "left")
-        value = (F.when(_col(column).isNull(), None)
+        joined = table.join(folded, named_column(column) == F.col(_FOLD_ID), "left")
+        value = (F.when(named_column(column).isNull(), None)
                  .otherwise(F.coalesce(F.col(_FOLD_VALUE), _empty_like(folded))))
-        table = joined.select(*[value.alias(c) if c == column else _col(c)
+        table = joined.select(*[value.alias(c) if c == column else named_column(c)
                                 for c in table.columns])
     values = [c for c in table.columns if c not in links]
     return table.select(*[F.col(link) for link in links], *_rebuild(values, prefix))
@@ -198,11 +199,11 @@ def _fold(tables: Mapping[str, DataFrame], name: str, *, prefix: str) -> DataFra
     rows = _nest(tables, name, prefix=prefix)
     [element] = [c for c in rows.columns if c not in _LINK_COLUMNS]
     if "index" in rows.columns:  # sorted by index alone: elements may not be comparable
-        entries = F.array_sort(F.collect_list(F.struct("index", _col(element))),
+        entries = F.array_sort(F.collect_list(F.struct("index", named_column(element))),
                                lambda a, b: a["index"] - b["index"])
         value = F.transform(entries, lambda entry: entry[element])
     else:
-        value = F.map_from_entries(F.collect_list(F.struct("key", _col(element))))
+        value = F.map_from_entries(F.collect_list(F.struct("key", named_column(element))))
     return rows.groupBy(F.col("id").alias(_FOLD_ID)).agg(value.alias(_FOLD_VALUE))
 
 
@@ -221,7 +222,7 @@ def _rebuild(columns: Sequence[str], prefix: str) -> list[Column]:
     from pyspark.sql import functions as F
 
     if prefix and columns == [prefix]:
-        return [_col(prefix).alias(prefix)]
+        return [named_column(prefix).alias(prefix)]
     tree: dict[str, object] = {}
     for column in columns:
         relative = column[len(prefix) + 1:] if prefix else column
@@ -235,7 +236,7 @@ def _rebuild(columns: Sequence[str], prefix: str) -> list[Column]:
         built = []
         for part, child in node.items():
             if isinstance(child, str):
-                built.append(_col(child).alias(_unescape(part)))
+                built.append(named_column(child).alias(_unescape(part)))
             else:
                 struct = F.struct(*build(child))  # type: ignore[arg-type]
                 all_null = _all_null(_leaf_columns(child))  # type: ignore[arg-type]
@@ -254,7 +255,7 @@ def _all_null(columns: Sequence[str]) -> Column:
 
     condition = F.lit(True)
     for column in columns:
-        condition = condition & _col(column).isNull()
+        condition = condition & named_column(column).isNull()
     return condition
 
 
@@ -273,11 +274,3 @@ def _unescape(name: str) -> str:
     return name.replace("%2E", ".").replace("%25", "%")
 
 
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _col(name: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col(_quoted(name))
