@@ -109,8 +109,10 @@ def test_rows_marked_for_quarantine_match_the_counts_great_expectations_reports(
 
 JAVA_TAKES = [r"^\p{L}+$", r"[\p{L}\s'-]+", r"\p{Lu}\pL", r"\Qa.b\E+", r"\Qa\\b\E",
               r"(?<year>\d{4})-\k<year>", r"\h+\R", r"a\\p", r"\x{1F600}", r"a*+(?>b)",
-              r"\Qunterminated", r"^\d{5}-\d{4}$"]
-JAVA_REFUSES = [r"(?P<n>a)", r"(?P=n)", r"(?#note)x", r"[a-", r"(abc", r"a{2,1}", r"\i"]
+              r"\Qunterminated", r"^\d{5}-\d{4}$", r"id-(?i)abc", r"(?U)\w+", r"(a)\1",
+              r"[{}]", r"\N{LATIN SMALL LETTER A}"]
+JAVA_REFUSES = [r"(?P<n>a)", r"(?P=n)", r"(?#note)x", r"[a-", r"(abc", r"a{2,1}", r"\i",
+                r"\d{,3}", r"a{b"]
 
 
 @pytest.mark.parametrize("pattern", JAVA_TAKES + JAVA_REFUSES)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from framework.config import unknown_keys
+from framework.quality.regex import java_regex_problem
 from framework.spark import named_column
 
 if TYPE_CHECKING:
@@ -348,7 +349,7 @@ def _column_values(arg: Any) -> Rule:
                     ("in", (column,), tuple(values)))
     if "matches" in options:
         pattern = options["matches"]
-        if problem := _java_regex_problem(str(pattern)):
+        if problem := java_regex_problem(str(pattern)):
             raise ValueError(f"ColumnValues: matches is not a valid regex ({problem})")
         return Rule("ColumnValues", f'ColumnValues "{column}" matches {_show(str(pattern))}',
                     (("ExpectColumnValuesToMatchRegex", {"column": column, "regex": pattern}),),
@@ -358,41 +359,6 @@ def _column_values(arg: Any) -> Rule:
                 (("ExpectColumnValuesToBeBetween",
                   {"column": column, "min_value": low, "max_value": high}),),
                 ("between", (column,), (low, high)))
-
-
-#: Java's regex syntax that Python's ``re`` lacks, matched left to right (quoting and an
-#: escaped backslash first: what follows them is no escape)
-_JAVA_ONLY = re.compile(r"\\Q.*?(?:\\E|$)|\\\\|\\[pP](?:\{[^}]*\}|[A-Za-z])|\\x\{[0-9A-Fa-f]+\}"
-                        r"|\\k<\w+>|\(\?<(?=[A-Za-z])|\\[hHvVRXzGe]|\\c.", re.S)
-#: what Python parses as it would the Java token (a class for a class, an anchor for an
-#: anchor), by the token's first two characters
-_STAND_INS = {"\\\\": "\\\\", "\\p": "\\w", "\\P": "\\W", "\\x": "\\x01", "\\k": "",
-              "(?": "(?:", "\\h": "\\s", "\\H": "\\S", "\\v": "\\s", "\\V": "\\S",
-              "\\R": "\\s", "\\X": ".", "\\z": "\\Z", "\\G": "\\A", "\\e": "\\x1b",
-              "\\c": "\\x01"}
-#: Python's regex syntax that Java refuses
-_PYTHON_ONLY = re.compile(r"\(\?P[<=>]|\(\?#|\(\?\(")
-
-
-def _java_regex_problem(pattern: str) -> str | None:
-    """Why Java, whose regexes Spark's ``rlike`` and GX run, would refuse ``pattern`` (as
-    far as can be told without a JVM); None when it takes it. Java's own syntax (Unicode
-    classes ``\\p{L}``, quoting ``\\Q...\\E``, named groups ``(?<name>...)``) is taken;
-    Python's own is not."""
-    if found := _PYTHON_ONLY.search(pattern):
-        return f"{found[0]!r} at position {found.start()} is Python's syntax, not Java's"
-
-    def stand_in(token: re.Match[str]) -> str:
-        if token[0].startswith("\\Q"):
-            return re.escape(token[0][2:].removesuffix("\\E"))
-        return _STAND_INS[token[0][:2]]
-
-    python = _JAVA_ONLY.sub(stand_in, pattern)
-    try:
-        re.compile(python)
-    except re.error as exc:  # its position is in ``python``: said only when that is ``pattern``
-        return str(exc) if python == pattern else exc.msg
-    return None
 
 
 def _column_length(arg: Any) -> Rule:
