@@ -21,13 +21,14 @@ _JAVA_TOKENS: list[tuple[str, str | Callable[[str], str]]] = [
     (r"\\p(?:\{[^}]*\}|[A-Za-z])", "\\w"),  # Unicode and POSIX classes
     (r"\\P(?:\{[^}]*\}|[A-Za-z])", "\\W"),
     (r"\\x\{[0-9A-Fa-f]+\}|\\N\{[^}]*\}|\\c.|\\e", "\\x01"),  # characters
-    (r"\\k<\w+>|\\[1-9]", ""),  # back references (Python refuses one to no group)
+    (r"\\k<\w+>|\\[1-9]", "(?:)"),  # back references (Python refuses one to no group)
     (r"\(\?<(?=[A-Za-z])|\(\?[a-zA-Z-]+:", "(?:"),  # named groups, flags of a group
     (r"\(\?[a-zA-Z-]+\)", ""),  # flags, anywhere in the pattern and Java's own (d, U)
     (r"\\[hvR]", "\\s"), (r"\\[HV]", "\\S"), (r"\\X", "."), (r"\\z", "\\Z"), (r"\\G", "\\A"),
 ]
 _JAVA = re.compile("|".join(f"({token})" for token, _ in _JAVA_TOKENS), re.S)
-_PYTHON_ONLY = re.compile(r"\(\?P[<=>]|\(\?#|\(\?\(")
+#: Python's own groups and comments, where no backslash escapes their parenthesis
+_PYTHON_ONLY = re.compile(r"(?<!\\)(?:\\\\)*(\(\?P[<=>]|\(\?#|\(\?\()")
 _REPETITION = re.compile(r"\{\d+(?:,\d*)?\}")
 
 
@@ -35,14 +36,13 @@ def java_regex_problem(pattern: str) -> str | None:
     """Why Java would refuse ``pattern``, as far as can be told without a JVM; None when
     it takes it. Java's own syntax (``\\p{L}``, ``\\Q...\\E``, ``(?<name>...)``, flags
     anywhere) is taken; Python's own (``(?P<name>...)``, ``(?#...)``, ``{,n}``) is not."""
-    if found := _PYTHON_ONLY.search(pattern):
-        return f"{found[0]!r} at position {found.start()} is Python's syntax, not Java's"
-
     def stand_in(token: re.Match[str]) -> str:
         replacement = _JAVA_TOKENS[token.lastindex - 1][1]  # type: ignore[operator]
         return replacement(token[0]) if callable(replacement) else replacement
 
-    python = _JAVA.sub(stand_in, pattern)
+    python = _JAVA.sub(stand_in, pattern)  # quoted text escaped: no group or comment in it
+    if found := _PYTHON_ONLY.search(python):
+        return f"{found[1]!r} is Python's syntax, not Java's"
     where = "" if python == pattern else " (in the pattern as Python reads it)"
     if (brace := _loose_brace(python)) is not None:
         return f"'{{' at position {brace}{where} is not a repetition ({{n}}, {{n,}}, {{n,m}})"
