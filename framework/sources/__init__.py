@@ -13,10 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from framework.bookmark_history import BookmarkHistory
     from framework.sources.jdbc import Connection
 
-__all__ = ["KINDS", "SourceKind", "source_kind"]
+__all__ = ["KINDS", "Bookmarks", "SourceKind", "source_kind"]
 
 #: each source kind's module and bookmark state class, imported when first needed (a
 #: read-only command showing a bookmark does not import every source's dependencies)
@@ -25,13 +24,24 @@ KINDS = {"files": "framework.sources.files:FileState",
          "jdbc": "framework.sources.jdbc:JdbcState"}
 
 
+class Bookmarks(Protocol):
+    """A job's committed bookmarks, as a source plans from them
+    (``framework.bookmark_history.BookmarkHistory``)."""
+
+    def files(self, context: str) -> Any:
+        """A file context's bookmark with the files it tracks (``files.FileBookmark``)."""
+
+    def state(self, context: str, kind: str) -> Any:
+        """The context's bookmark state, of its kind's class; None without one."""
+
+
 class SourceKind(Protocol):
     """What deltamark asks of a source kind's module, besides reading."""
 
     SOURCE_KIND: str
 
     def new_items(self, context: str, description: Mapping[str, Any],
-                  bookmarks: BookmarkHistory, connections: Callable[[str], Connection]
+                  bookmarks: Bookmarks, connections: Callable[[str], Connection]
                   ) -> int | None:
         """How much the source a run described (``SourceRead.description``) has past
         ``context``'s bookmark in ``bookmarks``, told without Spark (files, versions,

@@ -19,8 +19,8 @@ from framework.errors import ChangesUnavailableError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from framework.bookmark_history import BookmarkHistory
     from framework.delta import DeltaEngine
+    from framework.sources import Bookmarks
 
 __all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaState", "description", "new_items", "plan_delta",
            "read_delta"]
@@ -99,7 +99,7 @@ def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> dict[
     return {"kind": SOURCE_KIND, "table": plan.table, "asked": version, "read": plan.to}
 
 
-def new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
               connections: Callable[[str], Any]) -> int:
     """How many versions a read described by ``description`` would find past
     ``context``'s bookmark (or, for a whole-table read, whether the version to read has

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from framework.bookmark_history import BookmarkHistory
+    from framework.sources import Bookmarks
 
 __all__ = [
     "DEFAULT_MAX_BAND_MS",
@@ -236,7 +236,7 @@ def list_files(source: FileSource) -> list[ListedFile]:
     return found
 
 
-def new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
               connections: Callable[[str], Any]) -> int:
     """The files a read described by ``description`` would find that ``context``'s
     bookmark has not processed (``framework.sources.SourceKind``)."""

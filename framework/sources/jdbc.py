@@ -36,7 +36,7 @@ from framework.redaction import redact, remember_credentials, remember_secret
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from framework.bookmark_history import BookmarkHistory
+    from framework.sources import Bookmarks
 
 __all__ = ["SOURCE_KIND", "Connection", "Database", "JdbcPlan", "JdbcSource", "JdbcState",
            "Transaction",
@@ -758,7 +758,7 @@ def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str
             "columns": [[c.name, c.jdbc_type, c.type_name] for c in plan.columns]}
 
 
-def new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
+def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
               connections: Callable[[str], Connection]) -> int | None:
     """1 if the source a run described has a row past ``context``'s bookmark, else 0;
     None when no Python driver here reaches the database (SQLite always; PostgreSQL with
