@@ -25,6 +25,7 @@ from framework.errors import (
 from framework.lease import job_lease
 from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
+from framework.state import open_store
 from framework.target_runs import discard_unlanded, landed_targets, runs_in
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import StateStore
@@ -52,7 +53,7 @@ def require_job(settings: Settings, job: str) -> None:
     """
     from framework.job_config import job_names
 
-    store = StateStore(settings.state_root)
+    store = open_store(settings.state_root)
     declared = job_names(settings)
     if job not in declared and store.last_run(job) is None:
         known = sorted({*declared, *store.job_names()})
@@ -67,7 +68,7 @@ def require_workflow(settings: Settings, name: str) -> None:
     """
     from framework.workflows.definition import workflow_names
 
-    store = StateStore(settings.state_root)
+    store = open_store(settings.state_root)
     if name not in workflow_names(settings) and not store.workflow_run(name):
         raise WorkflowNotFoundError(name, str(settings.conf_dir), workflow_names(settings))
 
@@ -88,7 +89,7 @@ def abort_run(settings: Settings, run_id: str) -> Run:
             run completes it).
         ConcurrentRunError: its process (or another run of the job) holds the lease.
     """
-    store = StateStore(settings.state_root,
+    store = open_store(settings.state_root,
                        retention_hours=settings.state_retention_hours)
     run = store.find_run(run_id)
     if run is None:
@@ -122,7 +123,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
     Raises:
         RewindError: unknown or uncommitted run; foreign commits in a target.
     """
-    store = StateStore(settings.state_root,
+    store = open_store(settings.state_root,
                        retention_hours=settings.state_retention_hours)
     with job_lease(settings.state_root, job, f"rewind to {to_run}"):
         _require_context(store, job, context)
@@ -149,7 +150,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
 
 def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind:
     """Make the next run start from nothing (one context, or all of the job's)."""
-    store = StateStore(settings.state_root,
+    store = open_store(settings.state_root,
                        retention_hours=settings.state_retention_hours)
     require_job(settings, job)
     with job_lease(settings.state_root, job, "reset"):
@@ -224,7 +225,7 @@ def repair(settings: Settings, job: str, *, targets: Sequence[str] = ()) -> Repa
         RepairError: two runs with one run_seq, or a run whose record cannot be rebuilt;
             nothing was recorded.
     """
-    store = StateStore(settings.state_root,
+    store = open_store(settings.state_root,
                        retention_hours=settings.state_retention_hours)
     with job_lease(settings.state_root, job, "repair"):
         last = store.last_run(job)

@@ -1,7 +1,9 @@
 """The one error hierarchy of deltamark.
 
 Every error starts its message with its context (file, table, job) and ends with what to
-do. The CLI prints ``str(error)`` as one line on stderr and exits 1.
+do. The CLI prints ``str(error)`` as one line on stderr and exits 1. The root,
+``DeltamarkError``, and the state tables' errors are defined below ``framework``, in
+``state_tables.errors``, and handed on here.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import signal
 from collections.abc import Mapping, Sequence
 
 from framework.redaction import redact
+from state_tables.errors import DeltamarkError, ReadOnlySqlError, StateSchemaError
 
 __all__ = [
     "BookmarkOptionError",
@@ -57,16 +60,8 @@ __all__ = [
     "one_line",
 ]
 
-
-class DeltamarkError(Exception):
-    """Root of every error deltamark raises on purpose. Its text never holds a secret
-    (``framework.redaction``), whatever a driver or a URL put in it."""
-
-    #: the exit code of a command that ends with it
-    exit_code = 1
-
-    def __str__(self) -> str:
-        return redact(super().__str__())
+# every error's text, whichever package raised it, masks the secrets this process resolved
+DeltamarkError.redact = redact
 
 
 class ConfigError(DeltamarkError):
@@ -337,22 +332,6 @@ class ServerError(DeltamarkError):
 
 class DeltaEngineUnavailableError(DeltamarkError):
     """The configured Delta path cannot be used on this Spark session."""
-
-
-class ReadOnlySqlError(DeltamarkError):
-    """A statement given to ``deltamark sql`` would write, or is not one query."""
-
-
-class StateSchemaError(DeltamarkError):
-    """A state table's schema version is unknown to this deltamark (no migration step)."""
-
-    def __init__(self, table: str, found: int, supported: int):
-        self.table, self.found, self.supported = table, found, supported
-        problem = (f"schema version {found} is newer than this deltamark understands "
-                   f"({supported}). Upgrade deltamark." if found > supported else
-                   f"no migration step from schema version {found} towards {supported}. "
-                   "This is a deltamark bug: report it.")
-        super().__init__(f"state table {table}: {problem}")
 
 
 class BookmarkStateError(DeltamarkError):

@@ -57,6 +57,7 @@ from framework.sinks import jdbc as jdbc_sink
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import settings_connections
 from framework.sources.state import decode
+from framework.state import open_store
 from framework.target_runs import (
     attempted_targets,
     check_state_knows,
@@ -164,7 +165,7 @@ def run_job(
         bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, from_run=bookmark_from,
                                     to_run=bookmark_to)
-    store = StateStore(settings.state_root,
+    store = open_store(settings.state_root,
                        retention_hours=settings.state_retention_hours)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
     params = {**spec.params, **(args or {})}

@@ -29,6 +29,7 @@ from framework import storage
 from framework.config import load_settings
 from framework.delta import log
 from framework.errors import DeltamarkError
+from state_tables.rows import python_rows
 
 __all__ = ["WatermarkNotFoundError", "Watermarks"]
 
@@ -113,7 +114,7 @@ class Watermarks:
     def _rows(self, job_id: str) -> list[dict[str, Any]]:
         """The job's rows, in written order."""
         rows = log.read_rows(self.path, filters=[("job_id", "=", job_id)])
-        found = sorted(log.python_rows(rows), key=lambda r: r["written_at"]) if rows else []
+        found = sorted(python_rows(rows), key=lambda r: r["written_at"]) if rows else []
         if not found:
             every = log.read_rows(self.path, columns=["job_id"])
             known = sorted(set(every["job_id"].to_pylist())) if every is not None else []

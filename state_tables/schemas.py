@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from framework.errors import StateSchemaError
+from state_tables.errors import StateSchemaError
 
 __all__ = ["BOOKMARKS", "DQ_RESULTS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES",
            "WATERMARKS", "WORKFLOW_RUNS", "reference", "upgrade"]

@@ -1,4 +1,5 @@
-"""Read-only SQL (DataFusion, through delta-rs) over the state tables and their views.
+"""Read-only SQL over the state tables and their views (DataFusion, through the store's
+``TableIO``).
 
 Tables: every state table by its name (``runs``, ``bookmarks``, ``processed_files``).
 Views: ``current_runs``, each run in its newest status; ``current_bookmarks``, the newest
@@ -9,8 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from framework.delta import log
-from framework.errors import ReadOnlySqlError
+from state_tables.errors import ReadOnlySqlError
 from state_tables.schemas import BOOKMARKS, RUNS, TABLES
 from state_tables.store import StateStore
 
@@ -45,7 +45,7 @@ def run_sql(store: StateStore, statement: str) -> pa.Table:
     Whether it only reads is decided by DataFusion's own plan of the statement, not by
     its text. Example::
 
-        rows = run_sql(StateStore("data/state"),
+        rows = run_sql(open_store("data/state"),
                        "SELECT run_seq, status FROM runs WHERE job = 'orders_ingest'")
         rows.to_pylist()  # [{'run_seq': 1, 'status': 'succeeded'}, ...]
 
@@ -57,7 +57,7 @@ def run_sql(store: StateStore, statement: str) -> pa.Table:
         raise ReadOnlySqlError("sql: the statement is empty; give one query.")
     tables = {name: (store.path(table), table.schema) for name, table in TABLES.items()}
     views = [f"CREATE VIEW {name} AS {body}" for name, body in VIEWS.items()]
-    return log.query(statement, tables, setup=views, check_plan=_require_query)
+    return store.io.query(statement, tables, setup=views, check_plan=_require_query)
 
 
 def _require_query(plan: str) -> None:

@@ -1,4 +1,5 @@
-"""Reads and writes the state tables with delta-rs: milliseconds, no Spark, no JVM."""
+"""Reads and writes the state tables through a ``TableIO``: framework's reads and writes
+them with delta-rs (``framework.state``), in milliseconds, with no Spark and no JVM."""
 
 from __future__ import annotations
 
@@ -9,14 +10,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from framework import storage
-from framework.config import STATE_RETENTION_HOURS
-from framework.delta import log
 from state_tables.model import (
     Bookmark,
     DqResult,
@@ -25,6 +23,7 @@ from state_tables.model import (
     Watermark,
     WorkflowNode,
 )
+from state_tables.rows import empty_rows, mask, python_rows, rows_table
 from state_tables.schemas import (
     BOOKMARKS,
     DQ_RESULTS,
@@ -37,16 +36,48 @@ from state_tables.schemas import (
     upgrade,
 )
 
-__all__ = ["ContextHistory", "RunSet", "StateStore", "TableSize", "typed_value"]
+__all__ = ["ContextHistory", "RunSet", "StateStore", "TableIO", "TableSize", "typed_value"]
 
-
-# Tidy a state table every this many versions (compact, checkpoint, delete what the
-# retention lets go), so that reading and writing the current state, and the state root's
-# size, stay the same after 10 or 10,000 runs.
-MAINTENANCE_EVERY = 10
+#: filters on a table's rows: (column, operator, value), all of which a row passes
+Filters = Sequence[tuple[str, str, Any]]
 
 # A context's current bookmark is looked for in the rows of its last this many runs first.
 RECENT_RUNS = 10
+
+
+class TableIO(Protocol):
+    """The Delta tables under a state root, as the store reads and writes them.
+
+    ``framework.state.DeltaTableIO`` is deltamark's (delta-rs); ``framework.state.open_store``
+    gives a store on it. Each state table is a small unpartitioned Delta table that only
+    grows by appends.
+    """
+
+    def join(self, root: str, name: str) -> str:
+        """The path or URI of table ``name`` under ``root``."""
+
+    def append(self, path: str, rows: pa.Table, *, tag: Mapping[str, Any] | None) -> None:
+        """Append ``rows`` in one commit (creating the table), ``tag`` in its commit info."""
+
+    def read(self, path: str, *, filters: Filters | None, columns: Sequence[str] | None
+             ) -> pa.Table | None:
+        """The rows passing ``filters`` (only ``columns`` if given); None if no table."""
+
+    def read_newest(self, path: str, *, column: str, within: int, filters: Filters,
+                    columns: Sequence[str] | None) -> pa.Table | None:
+        """As ``read``, less the rows whose integer ``column`` is more than ``within`` below
+        its largest value among them."""
+
+    def tidy(self, path: str) -> None:
+        """Compact the table and delete what its retention lets go, now."""
+
+    def footprint(self, path: str) -> tuple[int, int]:
+        """The table's files and bytes."""
+
+    def query(self, sql: str, tables: Mapping[str, tuple[str, pa.Schema]], *,
+              setup: Sequence[str], check_plan: Callable[[str], None]) -> pa.Table:
+        """Run one SQL statement over the tables ``{name: (path, schema)}`` (see
+        ``framework.delta.log.query``)."""
 
 
 class StateStore:
@@ -54,23 +85,21 @@ class StateStore:
 
     Tables are created on first write. Example::
 
-        store = StateStore("data/state")
+        store = open_store("data/state")  # framework.state: StateStore(root, DeltaTableIO())
         store.record_run(run, bookmarks=[bookmark])
         store.bookmarks("orders_ingest")
 
     Args:
         root: a local path or an object-store URI.
-        retention_hours: how long files and log entries that no current read needs are
-            kept (for reads and commits in flight); the rows themselves are never deleted.
+        io: reads and writes the tables.
     """
 
-    def __init__(self, root: str | os.PathLike[str], *,
-                 retention_hours: int = STATE_RETENTION_HOURS):
+    def __init__(self, root: str | os.PathLike[str], io: TableIO):
         self.root = os.fspath(root)
-        self.upkeep = log.Upkeep(retention_hours, compact_every=MAINTENANCE_EVERY)
+        self.io = io
 
     def path(self, table: StateTable) -> str:
-        return storage.join(self.root, table.name)
+        return self.io.join(self.root, table.name)
 
     # --- writes ---------------------------------------------------------------------
 
@@ -118,17 +147,16 @@ class StateStore:
 
     def _append(self, table: StateTable, rows: list[dict[str, Any]],
                 tag: Mapping[str, Any] | None = None) -> None:
-        log.append_rows(self.path(table), log.rows_table(rows, table.schema),
-                        upkeep=self.upkeep, user_metadata=tag)
+        self.io.append(self.path(table), rows_table(rows, table.schema), tag=tag)
 
     def tidy(self) -> list[TableSize]:
-        """Tidy every state table now, as writes do every ``MAINTENANCE_EVERY`` versions:
-        compact, checkpoint, and delete the files and log entries past the retention."""
+        """Tidy every state table now, as writes do from time to time: compact,
+        checkpoint, and delete the files and log entries past the retention."""
         sizes = []
         for table in TABLES.values():
-            before = storage.footprint(self.path(table))
-            log.tidy(self.path(table), self.upkeep)
-            sizes.append(TableSize(table.name, before, storage.footprint(self.path(table))))
+            before = self.io.footprint(self.path(table))
+            self.io.tidy(self.path(table))
+            sizes.append(TableSize(table.name, before, self.io.footprint(self.path(table))))
         return sizes
 
     # --- reads ----------------------------------------------------------------------
@@ -216,20 +244,20 @@ class StateStore:
         if not len(rows):
             return {}
         if pc.max(rows["schema_version"]).as_py() > BOOKMARKS.version:
-            upgrade(BOOKMARKS, log.python_rows(rows.slice(0, 1))[0])  # raises StateSchemaError
-        is_commit = log.mask(rows, [("event", "=", "commit")])
+            upgrade(BOOKMARKS, python_rows(rows.slice(0, 1))[0])  # raises StateSchemaError
+        is_commit = mask(rows, [("event", "=", "commit")])
         keep = pc.or_(pc.invert(is_commit), pc.is_in(
             rows["run_seq"], value_set=self._committed_seqs(job, since=since)))
         if up_to_seq is not None:
-            keep = pc.and_(keep, pc.or_(log.mask(rows, [("run_seq", "<", up_to_seq)]), pc.and_(
-                log.mask(rows, [("run_seq", "=", up_to_seq)]), is_commit)))
+            keep = pc.and_(keep, pc.or_(mask(rows, [("run_seq", "<", up_to_seq)]), pc.and_(
+                mask(rows, [("run_seq", "=", up_to_seq)]), is_commit)))
         rows = rows.filter(keep).append_column("_is_event", pc.invert(is_commit.filter(keep)))
         histories = {}
         for name in sorted(pc.unique(rows["context"]).to_pylist()):
-            mine = rows.filter(log.mask(rows, [("context", "=", name)])).sort_by(
+            mine = rows.filter(mask(rows, [("context", "=", name)])).sort_by(
                 [("run_seq", "ascending"), ("_is_event", "ascending"),
                  ("committed_at", "ascending")])
-            current = _bookmark(upgrade(BOOKMARKS, log.python_rows(
+            current = _bookmark(upgrade(BOOKMARKS, python_rows(
                 mine.slice(len(mine) - 1).drop_columns(["_is_event"]))[0]))
             commits = mine.filter(pc.invert(mine["_is_event"]))["run_seq"].to_pylist()
             events = mine.filter(mine["_is_event"]).select(
@@ -361,14 +389,14 @@ class StateStore:
         """The rows passing ``filters``; with ``newest_within``, only those whose run_seq
         is at most that far below the newest of them."""
         if newest_within is None:
-            rows = log.read_rows(self.path(table), filters=filters or None, columns=columns)
+            rows = self.io.read(self.path(table), filters=filters or None, columns=columns)
         else:
-            rows = log.read_newest(self.path(table), column="run_seq", within=newest_within,
-                                   filters=filters, columns=columns)
+            rows = self.io.read_newest(self.path(table), column="run_seq", within=newest_within,
+                                       filters=filters, columns=columns)
         wanted = table.schema if columns is None else pa.schema(
             [table.schema.field(c) for c in columns])
         if rows is None:
-            return log.empty_rows(wanted)
+            return empty_rows(wanted)
         for missing in (f for f in wanted if f.name not in rows.column_names):
             # a nullable column added after this table was created: null in its old rows
             rows = rows.append_column(missing, pa.nulls(len(rows), missing.type))
@@ -445,7 +473,7 @@ def _bookmark_filters(job: str, context: str | None, up_to_seq: int | None
 
 
 def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
-    return (upgrade(table, row) for row in log.python_rows(rows))
+    return (upgrade(table, row) for row in python_rows(rows))
 
 
 def _tag(run: Run) -> dict[str, Any]:

@@ -10,15 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from framework.cli import app
+from framework.state import open_store
 from state_tables.model import Bookmark, Run
-from state_tables.store import StateStore
 
 runner = CliRunner()
 
 
 @pytest.fixture
 def state(tmp_path):
-    store = StateStore(tmp_path / "state")
+    store = open_store(tmp_path / "state")
     for seq in (1, 2):
         store.record_run(
             Run(job="orders", run_id=f"r{seq}", run_seq=seq, status="succeeded", mode="enable",
@@ -53,7 +53,7 @@ def test_bookmarks_show(state):
     result = invoke("--state-root", state, "bookmarks", "show", "orders", "--ctx", "src", "--json")
     [row] = json.loads(result.stdout)
     assert (row["context"], row["run_seq"], row["state"]) == ("src", 2, {"high_water": 2})
-    StateStore(state).record_run(Run(job="fresh", run_id="f1", run_seq=1, status="failed",
+    open_store(state).record_run(Run(job="fresh", run_id="f1", run_seq=1, status="failed",
                                      mode="enable", started_at=dt.datetime.now(dt.UTC)))
     empty = invoke("--state-root", state, "bookmarks", "show", "fresh")
     assert empty.exit_code == 0 and "no bookmarks yet" in empty.stdout
@@ -88,7 +88,7 @@ def test_an_unknown_job_context_or_workflow_is_an_error_naming_the_known_ones(st
     [line] = result.stderr.strip().splitlines()
     assert "typo" in line and "src" in line if "typo" in args else "nosuch" in line
     if "typo" in args:
-        assert StateStore(state).bookmarks("orders")[0].state == {"high_water": 2}
+        assert open_store(state).bookmarks("orders")[0].state == {"high_water": 2}
     elif args[0] != "workflow":
         assert "orders" in line  # the jobs it knows
 
@@ -101,7 +101,7 @@ def test_a_damaged_state_table_is_one_line_naming_it(state, damage):
         os.remove(first)
     elif damage == "gap":
         runner.invoke(app, ["--state-root", state, "bookmarks", "reset", "orders"])
-        StateStore(state).record_run(Run(job="orders", run_id="r3", run_seq=3,
+        open_store(state).record_run(Run(job="orders", run_id="r3", run_seq=3,
                                          status="running", mode="enable",
                                          started_at=dt.datetime(2026, 1, 3, tzinfo=dt.UTC)))
         os.remove(second)

@@ -17,7 +17,7 @@ import yaml
 from deltalake import DeltaTable
 
 from framework import storage
-from state_tables.store import StateStore
+from framework.state import open_store
 from tests.databases import unavailable
 from tests.test_s3 import land
 from tests.workspace import SUPPORT
@@ -58,7 +58,7 @@ def assert_loaded_once(cluster, state: str, target: str, before: int) -> None:
     assert sorted(r["id"] for r in rows) == [100, 101, 102, 200, 201, 202, 300, 301, 302]
     assert {r["source_file"].rsplit("/", 1)[-1] for r in rows} == {
         "batch-001.json", "batch-002.json", "batch-003.json"}
-    assert [r.status for r in StateStore(state).runs("copy")] == ["succeeded"] * 2
+    assert [r.status for r in open_store(state).runs("copy")] == ["succeeded"] * 2
     assert applications(cluster) == before + 2  # both runs' executors ran on the cluster
 
 

@@ -108,9 +108,9 @@ def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, 
     lines = lake_rows(spark, paths["lake"], "documents_lines", "id", "index")
     assert len(lines) == len(set(lines)) > 0
     # the bookmark a native job would record for the same files
-    from state_tables.store import StateStore
+    from framework.state import open_store
 
-    store = StateStore(paths["state"])
+    store = open_store(paths["state"])
     glue_state = {b.context: b for b in store.bookmarks("glue_orders")}
     assert set(glue_state) == {"orders_source", "documents_source"}
     assert glue_state["orders_source"].source_kind == "files"
@@ -155,9 +155,9 @@ def test_without_job_commit_the_bookmarks_stay_and_deltamark_warns(spark, glue_p
         assert run(script=script)["inputs"]["orders_source"]["files"] == 1
     assert "never called job.commit()" in caplog.text
     assert run(script=script)["inputs"]["orders_source"]["files"] == 1  # read again
-    from state_tables.store import StateStore
+    from framework.state import open_store
 
-    assert StateStore(paths["state"]).bookmarks("glue_orders") == []
+    assert open_store(paths["state"]).bookmarks("glue_orders") == []
 
 
 @pytest.mark.spark
@@ -608,7 +608,7 @@ def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path)
     """Glue Studio's data-quality nodes (awsgluedq's EvaluateDataQuality): one fails the
     job, one routes rows by their row-level outcomes, the default ruleset checks the target;
     first files, nothing new, a new file, then a file that fails the job."""
-    from state_tables.store import StateStore
+    from framework.state import open_store
 
     script, source = tmp_path / "studio_dq.py", tmp_path / "in"
     target, rejected, state = tmp_path / "out", tmp_path / "rejected", tmp_path / "state"
@@ -638,7 +638,7 @@ def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path)
     assert written() == ([(1, "new", 10.5), (6, "paid", 9999.5)], [
         (2, [amount], ["RowCount > 0"]), (3, [status], ["RowCount > 0"]),
         (5, [amount], ["RowCount > 0"])])
-    results = {(r.ruleset, r.rule): r for r in StateStore(state).dq_results("studio_dq")}
+    results = {(r.ruleset, r.rule): r for r in open_store(state).dq_results("studio_dq")}
     assert {k: (r.outcome, r.rows) for k, r in results.items()} == {
         ("EvaluateDataQuality_node1700000000003", "ColumnCount = 3"): ("passed", 5),
         ("EvaluateDataQuality_node1700000000003", 'Completeness "order_id" > 0.5'):
@@ -728,7 +728,7 @@ with open(args["out"], "w") as out:
 
 @pytest.mark.spark
 def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
-    from state_tables.store import StateStore
+    from framework.state import open_store
 
     script, out, state = tmp_path / "dq.py", tmp_path / "outcomes.json", tmp_path / "state"
     script.write_text(DQ_APPLY_SCRIPT)
@@ -750,7 +750,7 @@ def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
                           {"Column.id.Mean": 2.0})}
     missing = outcomes['IsComplete "nope"']
     assert missing["Outcome"] == "Failed" and "nope" in missing["FailureReason"]
-    assert StateStore(state).dq_results("dq") == []  # publishing turned off
+    assert open_store(state).dq_results("dq") == []  # publishing turned off
 
     refused = run('Rules = [ ReferentialIntegrity "id" "other.id" = 1.0 ]')
     assert refused.exit_code == 1

@@ -15,7 +15,7 @@ from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
 from framework.faults import CRASH_ENV
-from state_tables.store import StateStore
+from framework.state import open_store
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_every_run_stays_reachable_once_the_state_is_tidied(ws):
     assert result.exit_code == 0, result.output
     assert re.search(r"^runs: \d+ files, [\d.]+ MB -> \d+ files", result.output, re.M)
     assert "less than 1 hour(s) (state_retention_hours) stay" in result.output
-    StateStore(ws.root / "state", retention_hours=0).tidy()
+    open_store(ws.root / "state", retention_hours=0).tidy()
     log_dir = ws.root / "state" / "bookmarks" / "_delta_log"
     assert len(list(log_dir.glob("*.json"))) == 1  # the checkpoint's own commit
     admin.rewind(ws.settings, "copy", to_run=ids[0])

@@ -21,7 +21,7 @@ from framework import storage
 from framework.delta import log
 from framework.errors import ConcurrentRunError, WorkflowError
 from framework.lease import job_lease, lease_holder
-from state_tables.store import StateStore
+from framework.state import open_store
 
 pytestmark = pytest.mark.spark
 
@@ -66,7 +66,7 @@ def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, d
     table = DeltaTable(target, storage_options=storage.delta_options(target))
     ids = sorted(table.to_pyarrow_dataset().to_table(columns=["id"])["id"].to_pylist())
     assert ids == [100, 101, 102, 200, 201, 202, 300, 301, 302]  # each file once
-    store = StateStore(state)
+    store = open_store(state)
     assert [r.run_seq for r in store.runs("copy")] == [1, 2, 3]
     assert {f.path.rsplit("/", 1)[-1] for f in store.processed_files("copy", "src")} == {
         "batch-001.json", "batch-002.json", "batch-003.json"}
@@ -233,7 +233,7 @@ def test_a_bucket_on_another_endpoint_is_reached_through_conf_buckets(ws, s3_ser
         table = DeltaTable(target, storage_options=storage.delta_options(target))
         assert sorted(table.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [
             100, 101, 102]
-        assert [r.status for r in StateStore(f"{bucket}/state").runs("copy")] == ["succeeded"]
+        assert [r.status for r in open_store(f"{bucket}/state").runs("copy")] == ["succeeded"]
         assert s3_server.endpoint not in storage.delta_options(target).values()
     finally:
         other.stop()
@@ -283,7 +283,7 @@ def test_a_crash_at_every_step_on_s3_then_recovery(ws, bucket, delta):
     staged = fs.get_file_info(pafs.FileSelector(f"{root}/_deltamark_staging",
                                                 allow_not_found=True, recursive=True))
     assert not [f.path for f in staged if f.type == pafs.FileType.File]
-    recoveries = {r.recovery for r in StateStore(state).runs("copy") if r.recovery}
+    recoveries = {r.recovery for r in open_store(state).runs("copy") if r.recovery}
     assert recoveries == {"aborted", "replayed"}  # before and after the target commit
 
 
@@ -379,7 +379,7 @@ def test_watermarks_with_the_state_root_on_s3(ws, bucket):
     ws.run()
     events("b.json", 3, 9)  # 3 is older than the watermark
     ws.run()
-    [mark] = StateStore(state).watermarks("copy")
+    [mark] = open_store(state).watermarks("copy")
     assert (mark.run_seq, mark.rows) == (2, 1)
     assert mark.value.replace(tzinfo=None) == at + dt.timedelta(minutes=9)
     target = DeltaTable(f"{bucket}/lake/t", storage_options=storage.delta_options(bucket))
@@ -407,7 +407,7 @@ def test_a_workflow_run_s_jobs_read_and_write_s3_on_its_server(ws, bucket):
     table = DeltaTable(target, storage_options=storage.delta_options(target))
     assert sorted(table.to_pyarrow_dataset().to_table(columns=["id"])["id"].to_pylist()) == [
         100, 101, 102, 200, 201, 202]
-    store = StateStore(f"{bucket}/state")
+    store = open_store(f"{bucket}/state")
     assert [r.status for job in ("copy", "probe") for r in store.runs(job)] == [
         "succeeded"] * 2
 
@@ -469,7 +469,7 @@ def test_the_operations_page_reads_a_state_root_on_s3(ws, bucket):
     from state_tables.model import Bookmark, Run
 
     state_on_s3(ws, bucket)
-    store = StateStore(f"{bucket}/state")
+    store = open_store(f"{bucket}/state")
     now = dt.datetime.now(dt.UTC)
     store.record_run(Run(job="copy", run_id="r1", run_seq=1, status="succeeded",
                          mode="enable", started_at=now, ended_at=now,
@@ -491,7 +491,7 @@ def test_state_tables_on_s3_are_tidied_and_every_run_stays_reachable(bucket):
     from state_tables.model import Bookmark, Run
 
     root = f"{bucket}/state"
-    store = StateStore(root)  # within the default retention: every file stays
+    store = open_store(root)  # within the default retention: every file stays
     at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     for seq in range(1, 26):
         store.record_run(
@@ -499,8 +499,8 @@ def test_state_tables_on_s3_are_tidied_and_every_run_stays_reachable(bucket):
                 started_at=at),
             bookmarks=[Bookmark(job="a", context="src", run_id=f"a{seq}", run_seq=seq,
                       source_kind="files", state={"n": seq})])
-    [runs] = [size for size in StateStore(root, retention_hours=0).tidy()
+    [runs] = [size for size in open_store(root, retention_hours=0).tidy()
               if size.table == "runs"]
     assert runs.before[0] > 50 and runs.after[0] <= 4  # a file, a checkpoint, its commit
     assert [r.run_seq for r in store.runs("a")] == list(range(1, 26))
-    assert StateStore(root).bookmarks("a", up_to_seq=1)[0].state == {"n": 1}
+    assert open_store(root).bookmarks("a", up_to_seq=1)[0].state == {"n": 1}

@@ -2,6 +2,8 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -11,11 +13,12 @@ import pytest
 
 from framework.delta import log
 from framework.errors import DeltamarkError, StateSchemaError
+from framework.state import MAINTENANCE_EVERY, open_store
 from state_tables import store as store_module
 from state_tables.model import Bookmark, ProcessedFile, Run
+from state_tables.rows import python_rows
 from state_tables.schemas import BOOKMARKS, RUNS, TABLES
 from state_tables.sql import run_sql
-from state_tables.store import MAINTENANCE_EVERY, StateStore
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -30,8 +33,25 @@ def mark(job, ctx, seq, **state):
                     source_kind="files", state=state)
 
 
+def test_the_state_tables_import_nothing_of_framework():
+    # the arrows point one way: framework opens the store with its delta-rs TableIO
+    script = ("import pkgutil, sys, state_tables\n"
+              "names = sorted(m.name for m in pkgutil.iter_modules(state_tables.__path__))\n"
+              "for name in names: __import__(f'state_tables.{name}')\n"
+              "print(names, sorted(m for m in sys.modules if m.partition('.')[0] == 'framework'))")
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert found.stdout.strip() == "['errors', 'model', 'rows', 'schemas', 'sql', 'store'] []"
+
+
+def test_an_error_of_the_state_tables_masks_secrets_like_every_deltamark_error():
+    error = StateSchemaError("s3://user:hunter22@bucket/state/runs", 9, 1)
+    assert isinstance(error, DeltamarkError)
+    assert "hunter22" not in str(error) and "user:***@bucket" in str(error)
+
+
 def test_tables_are_created_on_first_use_and_read_back(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     assert store.runs() == [] and store.bookmarks("a") == []
     store.record_run(run("a", 1), bookmarks=[mark("a", "src", 1, high_water=10)])
     assert log.is_table(str(tmp_path / "runs")) and log.is_table(str(tmp_path / "bookmarks"))
@@ -42,7 +62,7 @@ def test_tables_are_created_on_first_use_and_read_back(tmp_path):
 
 
 def test_current_bookmark_is_the_newest_per_context(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1),
                      bookmarks=[mark("a", "src", 1, hw=1), mark("a", "other", 1, hw=5)])
     store.record_run(run("a", 2), bookmarks=[mark("a", "src", 2, hw=2)])
@@ -54,7 +74,7 @@ def test_current_bookmark_is_the_newest_per_context(tmp_path):
 
 
 def test_recent_runs_are_each_job_s_newest_in_their_current_status(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     for seq in range(1, 6):
         store.record_run(run("a", seq, "running"))
         store.record_run(run("a", seq, "failed" if seq == 5 else "succeeded"))
@@ -62,11 +82,11 @@ def test_recent_runs_are_each_job_s_newest_in_their_current_status(tmp_path):
     assert [(r.job, r.run_seq, r.status) for r in store.recent_runs(2)] == [
         ("a", 4, "succeeded"), ("a", 5, "failed"), ("b", 1, "succeeded")]
     assert [r.run_seq for r in store.recent_runs(3, "a")] == [3, 4, 5]
-    assert StateStore(tmp_path / "empty").recent_runs(3) == []
+    assert open_store(tmp_path / "empty").recent_runs(3) == []
 
 
 def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     for seq in range(1, 2 * MAINTENANCE_EVERY + 5):
         store.record_run(run("a", seq))
     live = log.snapshot(str(tmp_path / "runs")).files  # compacted, plus what came since
@@ -79,7 +99,7 @@ def test_files_and_log_entries_go_once_past_the_retention(tmp_path):
     def footprint(store):
         return len([p for p in (tmp_path / store).rglob("*") if p.is_file()])
 
-    kept, tidied = StateStore(tmp_path / "kept"), StateStore(tmp_path / "tidied",
+    kept, tidied = open_store(tmp_path / "kept"), open_store(tmp_path / "tidied",
                                                              retention_hours=0)
     for seq in range(1, 10 * MAINTENANCE_EVERY + 1):
         for store in (kept, tidied):
@@ -94,7 +114,7 @@ def test_files_and_log_entries_go_once_past_the_retention(tmp_path):
 
 
 def test_rows_from_a_newer_deltamark_are_refused(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1))
     row = {**{c: None for c in RUNS.docs()}, "schema_version": 99, "job": "a", "run_id": "x",
            "run_seq": 2, "attempt": 1, "status": "succeeded", "mode": "enable",
@@ -107,7 +127,7 @@ def test_rows_from_a_newer_deltamark_are_refused(tmp_path):
 
 
 def test_runs_written_by_schema_version_1_are_upgraded(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     v1_columns = [c for c in RUNS.columns if c[0] not in ("inputs", "outputs", "updated_at")]
     v1 = pa.schema([pa.field(n, t, nullable=null) for n, t, null, _ in v1_columns])
     row = {"schema_version": 1, "job": "a", "run_id": "old", "run_seq": 1, "attempt": 1,
@@ -121,7 +141,7 @@ def test_runs_written_by_schema_version_1_are_upgraded(tmp_path):
 
 
 def test_a_run_shows_its_newest_status(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1, status="running"))
     assert [r.status for r in store.runs("a")] == ["running"]
     store.record_run(run("a", 1))
@@ -130,7 +150,7 @@ def test_a_run_shows_its_newest_status(tmp_path):
 
 
 def test_processed_files_by_time_and_path(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     files = [ProcessedFile("a", "src", "a-1", 1, f"/in/{i}.json", 10, 1000 + i) for i in range(5)]
     store.record_run(run("a", 1), bookmarks=[mark("a", "src", 1)], files=files)
     assert store.processed_files("a", "src", modified_after_ms=1002) == files[3:]
@@ -146,7 +166,7 @@ def test_every_column_is_documented():
 
 
 def test_sql_over_tables_and_views(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1), bookmarks=[mark("a", "src", 1, hw=1)])
     store.record_run(run("a", 2), bookmarks=[mark("a", "src", 2, hw=2)])
     rows = run_sql(store, "SELECT job, run_seq FROM current_bookmarks").to_pylist()
@@ -176,7 +196,7 @@ def test_sql_over_tables_and_views(tmp_path):
     "/*" + "x" * 60_000,
 ])
 def test_sql_refuses_anything_but_one_query(tmp_path, statement):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1))
     started = time.perf_counter()
     with pytest.raises(DeltamarkError) as refused:
@@ -188,7 +208,7 @@ def test_sql_refuses_anything_but_one_query(tmp_path, statement):
 
 
 def test_sql_reads_what_only_looks_like_a_write(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1))
     assert run_sql(store, "SELECT E'\\'' AS q, 'drop table runs' AS w /* delete */"
                    ).to_pylist() == [{"q": "'", "w": "drop table runs"}]
@@ -196,14 +216,14 @@ def test_sql_reads_what_only_looks_like_a_write(tmp_path):
 
 
 def test_sql_on_a_new_state_root_sees_empty_tables(tmp_path):
-    store = StateStore(tmp_path / "new")
+    store = open_store(tmp_path / "new")
     assert run_sql(store, "SELECT count(*) AS n FROM runs").to_pylist() == [{"n": 0}]
     assert run_sql(store, "SELECT * FROM current_bookmarks").num_rows == 0
     assert not (tmp_path / "new").exists()  # queried, not created
 
 
 def test_valid_runs_follow_rewinds_and_resets(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     for seq in (1, 2, 3):
         store.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
 
@@ -234,7 +254,7 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
     its rewinds and resets), and older runs' validity is read when asked: the same answers
     as resolving every row, when the old events matter and when the last runs all failed."""
     monkeypatch.setattr(store_module, "RECENT_RUNS", 3)
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     failed = {4, 9, 14, 15, 16, 17, 18}
     for seq in range(1, 19):
         store.record_run(run("a", seq, "failed" if seq in failed else "succeeded"),
@@ -257,8 +277,8 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
     assert set(every["src"].valid_runs) == {1, 2, 7, 8, 10, 11, 12, 13}
     assert every["src"].current.state == {"n": 13} and every["other"].valid_runs == {12, 13}
 
-    plain = StateStore(tmp_path / "plain")  # no rewinds: old files are not even opened
-    plain.upkeep = dataclasses.replace(plain.upkeep, compact_every=1_000)  # tidied below
+    plain = open_store(tmp_path / "plain")  # no rewinds: old files are not even opened
+    plain.io.upkeep = dataclasses.replace(plain.io.upkeep, compact_every=1_000)  # tidied below
     for seq in range(1, 9):
         plain.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
     plain.tidy()
@@ -276,7 +296,7 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
 
 
 def test_bookmarks_written_by_schema_version_1_are_upgraded(tmp_path):
-    store = StateStore(tmp_path)
+    store = open_store(tmp_path)
     store.record_run(run("a", 1))
     v1 = pa.schema([f for f in BOOKMARKS.schema if f.name != "restored_from_seq"])
     row = {"schema_version": 1, "job": "a", "context": "src", "run_id": "a-1", "run_seq": 1,
@@ -332,7 +352,7 @@ def test_two_writers_creating_one_table_at_once_both_land_in_a_table_created_onc
     for attempt in range(12):
         path = tmp_path / f"t{attempt}"
         assert _two_writers_at_once(str(path), first_commit) == []
-        rows = log.python_rows(log.read_rows(str(path)))
+        rows = python_rows(log.read_rows(str(path)))
         assert sorted(r["writer"] for r in rows) == ["a", "a2", "b", "b2"]
         creations = [c.name for c in (path / "_delta_log").glob("*.json")
                      if '"metaData"' in c.read_text()]
@@ -346,7 +366,7 @@ def test_read_rows_filters_like_sql_across_files_with_added_columns(tmp_path):
     log.append_rows(path, pa.table({"job": ["a", "c"], "seq": [4, 5],
                                     "at": pa.array([T0, None], pa.timestamp("us", tz="UTC"))}))
     def read(filters, columns=None):  # files come in no particular order
-        rows = log.python_rows(log.read_rows(path, filters=filters, columns=columns))
+        rows = python_rows(log.read_rows(path, filters=filters, columns=columns))
         return sorted(rows, key=lambda r: tuple(str(v) for v in r.values()))
     assert read([("job", "=", "a")]) == [{"job": "a", "seq": 1, "at": None},
                                          {"job": "a", "seq": 4, "at": T0}]

@@ -15,11 +15,11 @@ from databases import unavailable
 from werkzeug.serving import make_server
 
 from framework import admin, load_settings
+from framework.state import open_store
 from framework.ui.app import create_app
 from framework.workflows import resume_workflow, run_workflow
 from jobs import orders_landing
 from state_tables.model import DqResult, Run
-from state_tables.store import StateStore
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -46,7 +46,7 @@ def demo(tmp_path_factory):
         assert not rejected.succeeded
         orders_landing.resend(landing, orders=40)
         assert resume_workflow(settings, rejected.workflow_run_id).succeeded
-    store = StateStore(settings.state_root)
+    store = open_store(settings.state_root)
     now = dt.datetime.now(dt.UTC)
     store.record_run(Run(job="hostile", run_id="h1", run_seq=1, status="failed",
                          mode="enable", started_at=now, ended_at=now, error=HOSTILE))
@@ -151,7 +151,7 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
     assert page.locator("svg.graph g.node.SUCCEEDED").count() == 3  # the resumed run
     runs = page.locator("table", has_text="resumes").locator("tbody tr")
     assert runs.count() == 3 and "1 FAILED 2 SKIPPED" in runs.nth(1).inner_text()
-    rejected = next(r for r in StateStore(demo.state_root).runs("orders_ingest")
+    rejected = next(r for r in open_store(demo.state_root).runs("orders_ingest")
                     if r.status == "failed")
     page.goto(served + f"/jobs/orders_ingest?dq_run={rejected.run_id}")
     assert page.locator("table.dq tr.failed").count() == 2  # the rejected batch's rules
@@ -161,14 +161,14 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
 def test_a_rewind_through_the_page_changes_the_bookmark_as_the_cli_would(
         page, served, demo, tmp_path, monkeypatch):
     monkeypatch.chdir(Path(demo.state_root).parent)  # the conf's relative paths, as served
-    store = StateStore(demo.state_root)
+    store = open_store(demo.state_root)
     first = next(r for r in store.runs("orders_silver") if r.status == "succeeded")
     # what the CLI's rewind does, on a copy of the state
     copy = tmp_path / "state"
     shutil.copytree(demo.state_root, copy)
     admin.rewind(load_settings(conf_dir=ROOT / "conf", state_root=copy), "orders_silver",
                  to_run=first.run_id)
-    expected = {b.context: b.state for b in StateStore(copy).bookmarks("orders_silver")}
+    expected = {b.context: b.state for b in open_store(copy).bookmarks("orders_silver")}
 
     page.goto(served + "/jobs/orders_silver")
     assert page.locator("form#rewind").count() == 0  # actions need the token
@@ -203,7 +203,7 @@ def test_a_rewind_through_the_page_changes_the_bookmark_as_the_cli_would(
 
 
 def test_a_post_without_the_token_or_its_csrf_value_is_refused(page, served, demo):
-    before = StateStore(demo.state_root).bookmarks("orders_ingest")
+    before = open_store(demo.state_root).bookmarks("orders_ingest")
     page.goto(served + "/")
     for data in ({}, {"csrf": "forged"}):
         assert page.request.post(served + "/jobs/orders_ingest/reset",
@@ -212,4 +212,4 @@ def test_a_post_without_the_token_or_its_csrf_value_is_refused(page, served, dem
     page.goto(served + f"/?token={TOKEN}")
     assert page.request.post(served + "/jobs/orders_ingest/reset",
                              form={"csrf": "forged"}).status == 403
-    assert StateStore(demo.state_root).bookmarks("orders_ingest") == before
+    assert open_store(demo.state_root).bookmarks("orders_ingest") == before

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from framework import load_settings, run_job
-from state_tables.store import StateStore
+from framework.state import open_store
 
 SUPPORT = Path(__file__).with_name("support_jobs.py")
 
@@ -27,7 +27,7 @@ class Workspace:
         self.landing.mkdir()
         self.target = str(root / "lake" / "target")
         self.settings = load_settings(conf_dir=self.conf)
-        self.store = StateStore(root / "state")
+        self.store = open_store(root / "state")
         self.batches = 0
 
     def connect(self, db, name: str = "db") -> str:

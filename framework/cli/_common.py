@@ -14,6 +14,7 @@ import typer
 
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError
+from framework.state import open_store
 from state_tables.store import StateStore
 
 
@@ -31,7 +32,7 @@ class CliOptions:
 
     def store(self) -> StateStore:
         settings = self.settings()
-        return StateStore(settings.state_root, retention_hours=settings.state_retention_hours)
+        return open_store(settings.state_root, retention_hours=settings.state_retention_hours)
 
 
 def options(ctx: typer.Context) -> CliOptions:

@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from framework.cli._common import library_errors, options, render
-from framework.delta import log
+from state_tables.rows import python_rows
 from state_tables.sql import run_sql
 
 
@@ -16,4 +16,4 @@ def sql(
 ) -> None:
     """Query the state tables (runs, bookmarks) and views (current_bookmarks). Read-only."""
     with library_errors(ctx):
-        render(log.python_rows(run_sql(options(ctx).store(), statement)), as_json=as_json)
+        render(python_rows(run_sql(options(ctx).store(), statement)), as_json=as_json)

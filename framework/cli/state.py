@@ -49,5 +49,5 @@ def vacuum(ctx: typer.Context) -> None:
         (files, before), (left, after) = size.before, size.after
         typer.echo(f"{size.table}: {files} files, {before / 1e6:.2f} MB -> {left} files, "
                    f"{after / 1e6:.2f} MB")
-    typer.echo(f"Files unneeded for less than {store.upkeep.retention_hours} hour(s) "
+    typer.echo(f"Files unneeded for less than {store.io.upkeep.retention_hours} hour(s) "
                "(state_retention_hours) stay until then.")

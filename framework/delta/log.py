@@ -16,11 +16,10 @@ import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import unquote
 
-import arro3.core as arro3
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -38,6 +37,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from framework import errors, storage
+from state_tables.rows import empty_rows, mask
 
 logger = logging.getLogger(__name__)
 
@@ -55,18 +55,14 @@ __all__ = [
     "changes",
     "commit_files",
     "delete_all",
-    "empty_rows",
     "forget_open_tables",
     "history",
     "is_table",
-    "mask",
     "merge_rows",
-    "python_rows",
     "query",
     "read_newest",
     "read_rows",
     "restore",
-    "rows_table",
     "snapshot",
     "table_version",
     "tidy",
@@ -767,79 +763,6 @@ def _read_file(uri: str, schema: pa.Schema) -> pa.Table:
     columns = [rows[f.name].cast(f.type) if f.name in present else pa.nulls(len(rows), f.type)
                for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def python_rows(rows: pa.Table) -> list[dict[str, Any]]:
-    """``rows.to_pylist()``, converting top-level UTC and naive timestamps here: pyarrow's
-    own conversion imports pandas (about 0.3 s, most of a read-only CLI command)."""
-    stamps = {f.name: f.type for f in rows.schema
-              if pa.types.is_timestamp(f.type) and f.type.tz in (None, "UTC")}
-    if not stamps:
-        return rows.to_pylist()
-    as_ticks = rows.cast(pa.schema([pa.field(f.name, pa.int64(), f.nullable)
-                                    if f.name in stamps else f for f in rows.schema]))
-    found = as_ticks.to_pylist()
-    for row in found:
-        for name, kind in stamps.items():
-            if row[name] is not None:
-                row[name] = _timestamp(row[name], kind)
-    return found
-
-
-_PER_SECOND = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
-
-
-def _timestamp(ticks: int, kind: pa.TimestampType) -> datetime:
-    seconds, fraction = divmod(ticks, _PER_SECOND[kind.unit])
-    since_epoch = timedelta(seconds=seconds,
-                            microseconds=fraction * 1_000_000 // _PER_SECOND[kind.unit])
-    return datetime(1970, 1, 1, tzinfo=None if kind.tz is None else UTC) + since_epoch
-
-
-_COMPARE = {"=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-            ">": pc.greater, ">=": pc.greater_equal}
-
-
-def mask(rows: pa.Table, filters: Sequence[tuple[str, str, Any]]) -> pa.ChunkedArray:
-    """Which ``rows`` satisfy every one of the (one or more) ``(column, op, value)``
-    filters (null: unknown, which ``Table.filter`` drops). Unlike ``pc.equal(column,
-    value)``, it never imports pandas."""
-    masks = []
-    for column, op, value in filters:
-        values = rows[column]
-        if op in ("in", "not in"):
-            member = pc.is_in(values, value_set=_arrow_array(list(value), values.type))
-            masks.append(member if op == "in" else pc.invert(member))
-        else:
-            masks.append(_COMPARE[op](values, _arrow_array([value], values.type)[0]))
-    every = masks[0]
-    for more in masks[1:]:
-        every = pc.and_kleene(every, more)
-    return every
-
-
-def _arrow_array(values: list[Any], kind: pa.DataType) -> pa.Array:
-    """``pa.array(values, kind)`` built by arro3: pyarrow's own conversion imports pandas."""
-    if pa.types.is_timestamp(kind):
-        per_micro = _PER_SECOND[kind.unit] / 1_000_000
-        epoch = datetime(1970, 1, 1, tzinfo=None if kind.tz is None else UTC)
-        ticks = [None if v is None else int((v - epoch) // timedelta(microseconds=1) * per_micro)
-                 for v in values]
-        return pa.array(arro3.Array(ticks, arro3.DataType.int64())).cast(kind)
-    return pa.array(arro3.Array(values, arro3.DataType.from_arrow(kind)))
-
-
-def rows_table(rows: Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
-    """``pa.Table.from_pylist(rows, schema=schema)``, which would import pandas (~0.2 s of
-    a process that only records a run)."""
-    return pa.Table.from_arrays(
-        [_arrow_array([row.get(f.name) for row in rows], f.type) for f in schema],
-        schema=schema)
-
-
-def empty_rows(schema: pa.Schema) -> pa.Table:
-    """``schema.empty_table()``, which would import pandas."""
-    return pa.Table.from_arrays([pa.nulls(0, f.type) for f in schema], schema=schema)
 
 
 def query(sql: str, tables: Mapping[str, tuple[str, pa.Schema]], *,

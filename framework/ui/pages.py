@@ -15,10 +15,10 @@ from framework.config import Settings
 from framework.errors import DeltamarkError
 from framework.job_config import job_names
 from framework.sources.jdbc import settings_connections
+from framework.state import open_store
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
 from framework.workflows.history import workflow_runs
 from state_tables.model import Run
-from state_tables.store import StateStore
 
 __all__ = ["RUNS_SHOWN", "job_page", "overview", "rewind_preview", "waiting", "workflow_page"]
 
@@ -35,7 +35,7 @@ def overview(settings: Settings) -> dict[str, Any]:
     a row among its newest ``SPARK_RUNS`` runs, and rows or files per run for a sparkline;
     and every workflow's latest run. (The input waiting is ``waiting``, one job at a time:
     it lists sources.)"""
-    store = StateStore(settings.state_root)
+    store = open_store(settings.state_root)
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in store.recent_runs(SPARK_RUNS):
         by_job[run.job].append(run)
@@ -77,7 +77,7 @@ def job_page(settings: Settings, job: str, *, dq_run: str | None = None) -> dict
     """One job: its newest runs (what each read and wrote, its error and recovery), the
     series for the charts, each context's bookmark and history, its watermarks, and the
     data-quality results of one run (default: the newest that has some)."""
-    store = StateStore(settings.state_root)
+    store = open_store(settings.state_root)
     runs = store.recent_runs(RUNS_SHOWN, job)
     rows = [{**_plain(asdict(r)), "seconds": _seconds(r), "volume": _volume(r)}
             for r in reversed(runs)]
@@ -108,7 +108,7 @@ def job_page(settings: Settings, job: str, *, dq_run: str | None = None) -> dict
 def waiting(settings: Settings, job: str) -> dict[str, Any]:
     """The input waiting for ``job``: what each source its last run read has that its
     bookmark has not seen, planned without Spark (``framework.preflight``)."""
-    found = preflight.waiting(StateStore(settings.state_root), job,
+    found = preflight.waiting(open_store(settings.state_root), job,
                               settings_connections(settings))
     new = {context: n for context, n in found.items() if isinstance(n, int) and n}
     unknown = {context: n for context, n in found.items() if isinstance(n, str)}
@@ -121,7 +121,7 @@ def waiting(settings: Settings, job: str) -> dict[str, Any]:
 def rewind_preview(settings: Settings, job: str, to_run: str) -> list[dict[str, Any]]:
     """What a rewind to ``to_run`` with ``--restore-targets`` would take out of the
     targets: each later run's writes (target, version or files, rows)."""
-    runs = StateStore(settings.state_root).runs(job)
+    runs = open_store(settings.state_root).runs(job)
     after = next((r.run_seq for r in runs if r.run_id == to_run), None)
     if after is None:
         return []
@@ -135,7 +135,7 @@ def workflow_page(settings: Settings, name: str) -> dict[str, Any]:
     triggers before it), coloured by its latest run's states, and its runs."""
     workflow = load_workflow(settings, name)
     runs = workflow_runs(settings, name, limit=RUNS_SHOWN)
-    latest = StateStore(settings.state_root).workflow_run(name) if runs else []
+    latest = open_store(settings.state_root).workflow_run(name) if runs else []
     states = {n.job: n.state for n in latest}
     return {"workflow": name, "description": workflow.description,
             "graph": _graph(workflow, states),

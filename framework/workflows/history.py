@@ -10,10 +10,10 @@ from datetime import datetime
 from typing import Literal
 
 from framework.config import Settings
+from framework.state import open_store
 from framework.workflows import control
 from framework.workflows.definition import load_workflow
 from state_tables.model import WorkflowNode
-from state_tables.store import StateStore
 
 __all__ = ["WorkflowRunSummary", "summarize", "workflow_runs"]
 
@@ -45,7 +45,7 @@ def workflow_runs(settings: Settings, name: str, *, limit: int | None = None
     workflow = load_workflow(settings, name)
     live = control.live_runs(settings, workflow)
     return [summarize(nodes, live=nodes[0].workflow_run_id in live)
-            for nodes in StateStore(settings.state_root).workflow_runs(name, limit=limit)]
+            for nodes in open_store(settings.state_root).workflow_runs(name, limit=limit)]
 
 
 def summarize(nodes: Sequence[WorkflowNode], *, live: bool) -> WorkflowRunSummary:

@@ -31,11 +31,11 @@ from typing import IO, Literal
 from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
 from framework.server import Server, ServerProcess, driver_memory, find_server, private_server
+from framework.state import open_store
 from framework.workflows import control
 from framework.workflows.definition import Trigger, Workflow, load_workflow
 from framework.workflows.history import WorkflowRunSummary, summarize
 from state_tables.model import WorkflowNode
-from state_tables.store import StateStore
 
 __all__ = ["WorkflowReport", "resume_workflow", "run_workflow", "stop_workflow"]
 
@@ -144,7 +144,7 @@ def _recorded(settings: Settings, workflow_run_id: str) -> tuple[Workflow, list[
     Raises:
         WorkflowError: no such workflow run.
     """
-    nodes = StateStore(settings.state_root).workflow_run(workflow_run_id=workflow_run_id)
+    nodes = open_store(settings.state_root).workflow_run(workflow_run_id=workflow_run_id)
     if not nodes:
         raise WorkflowError(workflow_run_id, "no such workflow run. See deltamark workflow "
                             "runs NAME.")
@@ -157,7 +157,7 @@ class _Run:
     def __init__(self, settings: Settings, workflow: Workflow, properties: Mapping[str, str],
                  *, reused: Sequence[WorkflowNode] = (), resumed_from: str | None = None):
         self.settings, self.workflow = settings, workflow
-        self.store = StateStore(settings.state_root,
+        self.store = open_store(settings.state_root,
                                 retention_hours=settings.state_retention_hours)
         self.id = uuid.uuid4().hex
         self.properties = dict(properties)

@@ -89,9 +89,9 @@ def main() -> None:
             samples["deltamark"].append(seconds)
             memory.append(peak)
             samples["structured streaming"].append(_process(structured_streaming)[0])
-        from state_tables.store import StateStore
+        from framework.state import open_store
 
-        runs = StateStore(scratch / "state").runs("ingest")
+        runs = open_store(scratch / "state").runs("ingest")
         statuses = [r.status for r in runs]
         assert statuses == ["succeeded"] * 2 + ["skipped"] * ROUNDS, statuses
     finally:

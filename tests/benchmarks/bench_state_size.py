@@ -24,6 +24,7 @@ import time
 
 from framework import storage
 from framework.delta import log
+from framework.state import open_store
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.store import StateStore
 
@@ -75,7 +76,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="deltamark-state-size-")
     early_root = f"{root}-early"
     try:
-        store = StateStore(root, retention_hours=0)
+        store = open_store(root, retention_hours=0)
         started = time.perf_counter()
         for seq in range(1, EARLY + 1):
             _commit(store, seq)
@@ -86,7 +87,7 @@ def main() -> None:
         seconds = time.perf_counter() - started
         files, size = storage.footprint(root)
         # the two roots' runs alternate, so that both see the machine as it is then
-        beside = StateStore(early_root, retention_hours=0)
+        beside = open_store(early_root, retention_hours=0)
         early, late = [], []
         for i in range(1, SAMPLES + 1):
             early.append(_timed_run(beside, EARLY + i))

@@ -16,6 +16,7 @@ import time
 import pyarrow as pa
 
 from framework.delta import log
+from framework.state import open_store
 from state_tables.model import Bookmark, Run
 from state_tables.schemas import BOOKMARKS, RUNS
 from state_tables.store import StateStore, _bookmark_row, _run_row
@@ -46,10 +47,10 @@ def _seed(store: StateStore) -> None:
         seqs = range(start, start + 100)
         log.append_rows(store.path(RUNS), pa.Table.from_pylist(
             [_run_row(_run(s)) for s in seqs], schema=RUNS.schema),
-            upkeep=store.upkeep)
+            upkeep=store.io.upkeep)
         log.append_rows(store.path(BOOKMARKS), pa.Table.from_pylist(
             [_bookmark_row(b) for s in seqs for b in _marks(s)], schema=BOOKMARKS.schema),
-            upkeep=store.upkeep)
+            upkeep=store.io.upkeep)
 
 
 def _measure(store: StateStore, first_seq: int) -> list[float]:
@@ -65,10 +66,10 @@ def _measure(store: StateStore, first_seq: int) -> list[float]:
 
 def _pair(root: str) -> tuple[list[float], list[float]]:
     """The pair's times on empty tables and with the history, under ``root``."""
-    empty = StateStore(f"{root}/empty")
+    empty = open_store(f"{root}/empty")
     empty.record_run(_run(0), bookmarks=_marks(0))
     baseline = _measure(empty, 1)
-    loaded = StateStore(f"{root}/loaded")
+    loaded = open_store(f"{root}/loaded")
     _seed(loaded)
     with_history = _measure(loaded, HISTORY + 1)
     assert loaded.bookmarks("orders")[0].run_seq == HISTORY + SAMPLES

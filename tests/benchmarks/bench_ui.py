@@ -22,11 +22,11 @@ import pyarrow as pa
 
 from framework.config import load_settings
 from framework.delta import log
+from framework.state import open_store
 from framework.ui.app import create_app
 from state_tables.model import Bookmark, DqResult, Run, WorkflowNode
 from state_tables.schemas import BOOKMARKS, DQ_RESULTS, RUNS, WORKFLOW_RUNS
 from state_tables.store import (
-    StateStore,
     _bookmark_row,
     _dq_row,
     _node_row,
@@ -67,7 +67,7 @@ def _rows(job: str, seq: int) -> tuple[list[dict], list[dict], list[dict]]:
 
 
 def _seed(root: str, runs_per_job: int) -> None:
-    store = StateStore(root)
+    store = open_store(root)
     for start in range(1, runs_per_job + 1, 100):
         seqs = range(start, min(start + 100, runs_per_job + 1))
         for job in JOBS:
@@ -76,7 +76,7 @@ def _seed(root: str, runs_per_job: int) -> None:
                 flat = [row for part in rows for row in part]
                 if flat:
                     log.append_rows(store.path(table), pa.Table.from_pylist(
-                        flat, schema=table.schema), upkeep=store.upkeep)
+                        flat, schema=table.schema), upkeep=store.io.upkeep)
         nodes = [_node_row(WorkflowNode(
             "orders_pipeline", f"w{s}", job, "t", state,
             started_at=T0 + dt.timedelta(minutes=15 * s),
@@ -85,7 +85,7 @@ def _seed(root: str, runs_per_job: int) -> None:
             for s in seqs for i, job in enumerate(PIPELINE)
             for state in ("RUNNING", "SUCCEEDED")]
         log.append_rows(store.path(WORKFLOW_RUNS), pa.Table.from_pylist(
-            nodes, schema=WORKFLOW_RUNS.schema), upkeep=store.upkeep)
+            nodes, schema=WORKFLOW_RUNS.schema), upkeep=store.io.upkeep)
 
 
 def _times(root: str) -> dict[str, float]:
