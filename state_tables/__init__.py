@@ -1,4 +1,5 @@
 """deltamark's state as Delta tables: the plain state model (``model``), the tables'
-schemas and migrations (``schemas``), the store that reads and writes them with delta-rs
-(``store``) and read-only SQL over them (``sql``). Import the module you need: this
-package imports nothing on its own, so reading a model class costs no Delta engine."""
+schemas and migrations (``schemas``), the store that reads and writes them through the
+table I/O it is given (``store``; ``framework.state.open_store`` gives it delta-rs) and
+read-only SQL over them (``sql``). This package imports nothing of ``framework`` and
+nothing on its own: import the module you need."""
