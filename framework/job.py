@@ -15,14 +15,12 @@ protocol in ``framework.runner``).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -40,24 +38,23 @@ from framework.delta import (
 from framework.errors import (
     DatabaseError,
     JobError,
-    MissingContextError,
     SourceError,
     one_line,
 )
 from framework.faults import crash_point
 from framework.modes import BookmarkOptions
 from framework.quality.policy import RunChecks
+from framework.run_plan import RunIdentity, RunPlan, SourceRead
 from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
-from framework.sources.files import FileFormat, FilePlan, RewritePolicy
+from framework.sources.files import FileBookmark, FileFormat, FilePlan, RewritePolicy
 from framework.sources.malformed import BadRecords
-from framework.sources.state import BookmarkState, encode
 from framework.spark import named_column
-from framework.target_runs import check_target_write, run_record
-from state_tables.model import Bookmark, ProcessedFile, Watermark
+from framework.target_runs import check_target_write
+from state_tables.model import Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -67,8 +64,7 @@ if TYPE_CHECKING:
     from framework.quality import RuleSet
     from framework.quality.gate import RuleOutcome
 
-__all__ = ["Connections", "IncrementalJob", "JobContext", "PinnedRead", "RunIdentity",
-           "TargetWriteHooks", "WorkflowRun"]
+__all__ = ["Connections", "IncrementalJob", "JobContext", "TargetWriteHooks"]
 
 #: Resolves a connection name from conf (or a jdbc: URL) to a ``jdbc.Connection``.
 Connections = Callable[[str], jdbc.Connection]
@@ -101,60 +97,6 @@ class IncrementalJob(ABC):
         """Do one run's work. Raising leaves every bookmark where it was."""
 
 
-@dataclass(frozen=True)
-class SourceRead:
-    """What one context of this run reads, and its state once the run commits."""
-
-    context: str
-    kind: str
-    counts: Mapping[str, int]
-    state: BookmarkState | None
-    files_read: tuple[files.ListedFile, ...] = ()
-    #: files earlier runs read that ``state`` still tracks by name (``FilePlan.carried``)
-    carried: tuple[files.ListedFile, ...] = ()
-    #: rows read in earlier runs are read again (a lookback): appending them duplicates
-    rereads: bool = False
-    #: how to plan this source again without Spark (``framework.preflight``); None: it
-    #: cannot be, and the job's next run always starts Spark
-    description: Mapping[str, Any] | None = None
-    #: the plan reads nothing (no file, no version, no row)
-    nothing: bool = False
-
-
-@dataclass(frozen=True)
-class PinnedRead:
-    """What one context of an interrupted run had planned: replays read exactly this."""
-
-    files: tuple[files.ListedFile, ...]
-    state: BookmarkState | None
-
-
-@dataclass(frozen=True)
-class WorkflowRun:
-    """The workflow run a job runs in (none when run alone), and the run properties it
-    started with: the workflow's, the workflow run's, and those earlier jobs published."""
-
-    name: str | None = None
-    run_id: str | None = None
-    properties: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class RunIdentity:
-    """Which run this is."""
-
-    job: str
-    run_id: str
-    run_seq: int
-    #: run_seq of the runs named by --bookmark-from / --bookmark-to, in pause mode.
-    range_seqs: tuple[int, int] | None = None
-    #: a replay of an interrupted run: each context's pinned plan
-    pinned: Mapping[str, PinnedRead] | None = None
-    #: 1 for a first try, +1 for each retry or replay
-    attempt: int = 1
-    workflow: WorkflowRun = field(default_factory=WorkflowRun)
-
-
 class TargetWriteHooks(Protocol):
     """The commit protocol's steps around each target write (see ``framework.runner``)."""
 
@@ -184,6 +126,7 @@ class JobContext:
         run_properties: the workflow run's properties when the job started (read-only;
             ``publish`` adds to them for the jobs after this one)
         workflow_name, workflow_run_id: the workflow run this run is part of, or None
+        run_plan: what the run's reads planned and will commit (``framework.run_plan``)
     """
 
     def __init__(self, *, spark: SparkSession, run: RunIdentity, params: Mapping[str, str],
@@ -201,22 +144,18 @@ class JobContext:
         self.log = logging.getLogger(f"deltamark.job.{run.job}")
         self._run = run
         self._store = store
-        self._bookmarks = BookmarkHistory(store, run.job)
         self._engine = engine
         self._connections = connections
         self._checks = dict(checks or {})
         self._run_checks = RunChecks(job=run.job, run_id=run.run_id, run_seq=run.run_seq,
                                      attempt=run.attempt, store=store, log=self.log)
         self._hooks = hooks
-        self._reads: dict[str, SourceRead] = {}
-        self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
-        self._watermarks: dict[str, Watermark] = {}  # by transformation_ctx
-        self._recorded_watermarks: set[str] = set()
+        #: what this run reads and will commit (the runner records it)
+        self.run_plan = RunPlan(run, bookmark, BookmarkHistory(store, run.job))
         self._outputs: dict[str, dict[str, Any]] = {}
         #: database writes staged, to land when the job's code has returned (output keys)
         self._staged: list[str] = []
         self._published: dict[str, str] = {}
-        self.bookmarks_held = False
 
     # --- sources ----------------------------------------------------------------------
 
@@ -269,7 +208,8 @@ class JobContext:
             MissingContextError, SourceError
         """
         path_list = (paths,) if isinstance(paths, str) else tuple(paths)
-        context = self._context(transformation_ctx, bookmark, f"read_files({path_list!r})")
+        context = self.run_plan.context(transformation_ctx, bookmark,
+                                        f"read_files({path_list!r})")
         source = files.FileSource(
             paths=path_list, format=format,
             options={str(k): text_value(v) for k, v in (options or {}).items()},
@@ -279,21 +219,22 @@ class JobContext:
             bad_records=bad_records, bad_records_table=bad_records_table)
         if problems := source.problems():
             raise SourceError(self.job_name, context, "; ".join(problems))
-        if (pinned := (self._run.pinned or {}).get(context)) is not None:
-            plan = _pinned_plan(pinned)
-        else:
+
+        def plan_files(start: FileBookmark | None, end: FileBookmark | None,
+                       advance: bool) -> FilePlan:
             try:
                 listed = files.list_files(source)
             except (OSError, ValueError) as exc:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
-            plan = self._plan(
-                tracked=bookmark,
-                bookmark_at=lambda seq: self._bookmarks.files(context, up_to_seq=seq),
-                plan=lambda start, end, advance: files.plan_files(
-                    listed, source, start=start, end=end, advance=advance))
-        self._reads[context] = SourceRead(context, files.SOURCE_KIND, plan.counts(), plan.state,
-                                          plan.files, plan.carried, nothing=not plan.files,
-                                          description=source.description() if bookmark else None)
+            return files.plan_files(listed, source, start=start, end=end, advance=advance)
+
+        plan = self.run_plan.plan(
+            context, files.SOURCE_KIND, tracked=bookmark, plan=plan_files,
+            pinned=lambda read: FilePlan(files=read.files, listed=len(read.files),
+                                         state=read.state))
+        self.run_plan.add(SourceRead(context, files.SOURCE_KIND, plan.counts(), plan.state,
+                                     plan.files, plan.carried, nothing=not plan.files,
+                                     description=source.description() if bookmark else None))
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
         try:
@@ -318,9 +259,7 @@ class JobContext:
     def _set_aside(self, context: str, source: files.FileSource,
                    bad: list[tuple[str, str]]) -> None:
         """Count ``context``'s malformed records and, to quarantine them, write them."""
-        read = self._reads[context]
-        self._reads[context] = dataclasses.replace(
-            read, counts={**read.counts, "malformed": len(bad)})
+        self.run_plan.count(context, "malformed", len(bad))
         self.log.warning("%s: %d malformed records %s (first in %s)", context, len(bad),
                          "dropped" if source.bad_records == "drop"
                          else f"quarantined to {source.bad_records_table}", bad[0][0])
@@ -369,17 +308,17 @@ class JobContext:
         if version is not None and bookmark:
             raise JobError(self.job_name, f"read_delta({table!r}, version={version}): a "
                            "version is for whole-table reads; pass bookmark=False.")
-        context = self._context(transformation_ctx, bookmark, f"read_delta({table!r})")
+        context = self.run_plan.context(transformation_ctx, bookmark, f"read_delta({table!r})")
         pinned_end = None if version is None else delta_source.DeltaState(table, version)
-        plan = self._state_plan(
+        plan = self.run_plan.plan(
             context, delta_source.SOURCE_KIND, tracked=bookmark,
-            pinned=delta_source.DeltaPlan.pinned,
+            pinned=lambda read: delta_source.DeltaPlan.pinned(read.state),
             plan=lambda start, end, advance: delta_source.plan_delta(
                 table, start=start, end=end or pinned_end, advance=advance))
-        self._reads[context] = SourceRead(
+        self.run_plan.add(SourceRead(
             context, delta_source.SOURCE_KIND, plan.counts(),
             plan.state() if plan.advance else None, nothing=not plan.counts()["versions"],
-            description=delta_source.description(plan, tracked=bookmark, version=version))
+            description=delta_source.description(plan, tracked=bookmark, version=version)))
         self.log.info("%s: versions %s..%d of %s", context,
                       "0" if plan.after is None else plan.after + 1, plan.to, table)
         return delta_source.read_delta(self._engine, plan, change_feed=change_feed)
@@ -434,8 +373,8 @@ class JobContext:
         key_list = (keys,) if isinstance(keys, str) else tuple(keys)
         id_list = (primary_key,) if isinstance(primary_key, str) else tuple(primary_key)
         resolved = self._connections(connection)
-        context = self._context(transformation_ctx, bookmark,
-                                f"read_jdbc({table or 'query'!r}, {resolved.display})")
+        context = self.run_plan.context(transformation_ctx, bookmark,
+                                        f"read_jdbc({table or 'query'!r}, {resolved.display})")
         source = jdbc.JdbcSource(
             connection=resolved, table=table, query=query, keys=key_list,
             order=sort_order, primary_key=id_list, lookback=lookback,
@@ -445,51 +384,20 @@ class JobContext:
         if problems := source.problems():
             raise SourceError(self.job_name, context, "; ".join(problems))
         try:
-            plan = self._state_plan(
-                context, jdbc.SOURCE_KIND, tracked=bookmark, pinned=jdbc.JdbcPlan.pinned,
+            plan = self.run_plan.plan(
+                context, jdbc.SOURCE_KIND, tracked=bookmark,
+                pinned=lambda read: jdbc.JdbcPlan.pinned(read.state),
                 plan=lambda start, end, advance: jdbc.plan_jdbc(
                     self.spark, source, start=start, end=end, advance=advance))
             df = jdbc.read_jdbc(self.spark, source, plan)
         except DatabaseError as exc:
             raise SourceError(self.job_name, context, str(exc)) from exc
-        self._reads[context] = SourceRead(
+        self.run_plan.add(SourceRead(
             context, jdbc.SOURCE_KIND, plan.counts(), plan.state() if plan.advance else None,
             rereads=plan.lookback, nothing=not plan.rows,
-            description=jdbc.description(connection, source, plan) if bookmark else None)
+            description=jdbc.description(connection, source, plan) if bookmark else None))
         self.log.info("%s: %d rows of %s", context, plan.rows, plan.source)
         return df
-
-    def _plan(self, *, tracked: bool, bookmark_at: Callable[[int | None], Any],
-              plan: Callable[[Any, Any, bool], Any]) -> Any:
-        """Plan one source for this run's mode: ``plan(start, end, advance)``, with the
-        bookmarks ``bookmark_at(run_seq)`` gives (None: the current one)."""
-        if not tracked or not self.bookmark.reads_bookmark:
-            return plan(None, None, False)
-        if self._run.range_seqs:
-            first, last = self._run.range_seqs
-            return plan(bookmark_at(first), bookmark_at(last), False)
-        return plan(bookmark_at(None), None, self.bookmark.advances)
-
-    def _state_plan(self, context: str, kind: str, *, tracked: bool,
-                    pinned: Callable[[Any], Any],
-                    plan: Callable[[Any, Any, bool], Any]) -> Any:
-        """Plan a source whose bookmark is its state: a replay takes its pinned state."""
-        if (read := (self._run.pinned or {}).get(context)) is not None and read.state:
-            return pinned(read.state)
-
-        return self._plan(tracked=tracked, plan=plan,
-                          bookmark_at=lambda seq: self._bookmarks.state(context, kind,
-                                                                        up_to_seq=seq))
-
-    def _context(self, transformation_ctx: str | None, bookmark: bool, what: str) -> str:
-        if transformation_ctx:
-            if transformation_ctx in self._reads:
-                raise JobError(self.job_name, f"transformation_ctx '{transformation_ctx}' is "
-                               "used twice in one run; give each source its own.")
-            return transformation_ctx
-        if bookmark and self.bookmark.reads_bookmark:
-            raise MissingContextError(self.job_name, what)
-        return f"(untracked) {what}"
 
     # --- watermarks -------------------------------------------------------------------
 
@@ -512,7 +420,7 @@ class JobContext:
         if column not in df.columns:
             raise JobError(self.job_name, f"watermark {transformation_ctx}: no column "
                            f"{column!r} (columns: {', '.join(df.columns)})")
-        if transformation_ctx in self._watermarks:
+        if transformation_ctx in self.run_plan.watermarks:
             raise JobError(self.job_name, f"watermark {transformation_ctx} is set twice in "
                            "one run; give each its own transformation_ctx.")
         from pyspark.sql import functions as F
@@ -530,7 +438,7 @@ class JobContext:
                      F.count(F.lit(1)).alias("rows")).first()
         if row["rows"] == 0:
             return None
-        self._watermarks[transformation_ctx] = Watermark(
+        self.run_plan.watermarks[transformation_ctx] = Watermark(
             job=self.job_name, context=transformation_ctx, run_id=self.run_id,
             run_seq=self.run_seq, column=column, aggregate=aggregate, value=row["value"],
             value_type=value_type.simpleString(), rows=row["rows"])
@@ -695,7 +603,7 @@ class JobContext:
             connection = jdbc_sink.output_connection(output, self._connections)
             rows, replayed = jdbc_sink.land(
                 self.spark, connection, output["table"], job=self.job_name,
-                run_id=self.run_id, run_seq=self.run_seq, record=self._record())
+                run_id=self.run_id, run_seq=self.run_seq, record=self.run_plan.record())
             self.log.info("%s %s (%d rows)", "found run already in" if replayed else "wrote",
                           output["target"], rows if not replayed else output["rows"])
             self._outputs[key] = {**{k: v for k, v in output.items() if k != "pending"},
@@ -707,8 +615,7 @@ class JobContext:
     def _checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
                        write: Callable[[DataFrame], WriteResult]) -> WriteResult:
         """``write(df)``, after the rule set ``checks`` (if any) let the rows through."""
-        if mode == "append" and (rereading := [r.context for r in self._reads.values()
-                                               if r.rereads]):
+        if mode == "append" and (rereading := self.run_plan.rereading()):
             raise JobError(self.job_name, f"{', '.join(rereading)} read rows again (lookback); "
                            f"appending them to {target} would duplicate them. Write with "
                            "mode='merge', merge_on=<primary key>.")
@@ -734,7 +641,7 @@ class JobContext:
         kind = {} if file_format is None else {**parquet.OUTPUT_TAG, **(
             {"file_format": file_format} if file_format != "parquet" else {})}
         # an append or merge of no rows changes nothing; an empty overwrite does
-        read_nothing = bool(self._reads) and all(r.nothing for r in self._reads.values())
+        read_nothing = self.run_plan.read_nothing()
         adds_rows_only = mode != "overwrite" and not replace_where
         if self.dry_run or not df.columns or (adds_rows_only and read_nothing
                                               and df.isEmpty()):
@@ -755,7 +662,7 @@ class JobContext:
             if file_format:
                 commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
                                        run_seq=self.run_seq, attempt=self._run.attempt,
-                                       partition_by=partition_by, record=self._record(),
+                                       partition_by=partition_by, record=self.run_plan.record(),
                                        before_commit=staged, file_format=file_format,
                                        options=file_options)
                 result = WriteResult(version=self.run_seq, skipped=commit.replayed)
@@ -765,7 +672,7 @@ class JobContext:
                     df, target, mode=mode, partition_by=partition_by,
                     replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
                     txn=AppTransaction(app_id(self.job_name), self.run_seq),
-                    metadata={"deltamark": self._record()}, before_commit=staged)
+                    metadata={"deltamark": self.run_plan.record()}, before_commit=staged)
                 written = {"version": result.version}
         finally:
             planned()  # also after a skipped or failed write: the record is done before we go on
@@ -830,61 +737,14 @@ class JobContext:
     def hold_bookmarks(self) -> None:
         """This run's bookmarks (and watermarks) will not count: it ends as a pause run
         (a Glue script that never called ``job.commit()``). Its writes stand."""
-        self.bookmarks_held = True
-
-    # --- what the runner commits ------------------------------------------------------
-
-    def inputs(self) -> dict[str, Mapping[str, int]]:
-        return {r.context: r.counts for r in self._reads.values()}
+        self.run_plan.held = True
 
     def outputs(self) -> dict[str, dict[str, Any]]:
+        """What each target of this run was written with (the runner records it)."""
         return {o["target"]: {k: v for k, v in o.items() if k != "target"}
                 for o in self._outputs.values()}
-
-    def sources(self) -> dict[str, Mapping[str, Any] | None]:
-        """Each context's description for planning it again (``SourceRead.description``)."""
-        return {r.context: r.description for r in self._reads.values()}
-
-    def planned_files(self) -> dict[str, list[str]]:
-        return {r.context: [f.path for f in r.files_read] for r in self._reads.values()}
-
-    def unpersisted_plan(self) -> tuple[list[Bookmark], list[ProcessedFile], list[Watermark]]:
-        """The bookmark rows, processed files and watermarks not yet written to the state
-        tables, which are now taken as written (the runner writes them)."""
-        reads = [r for r in self._reads.values() if r.context not in self._persisted]
-        marks = [w for c, w in self._watermarks.items() if c not in self._recorded_watermarks]
-        self._persisted.update(r.context for r in reads)
-        self._recorded_watermarks.update(w.context for w in marks)
-        return (*self._plan_rows(reads), marks)
-
-    def _record(self) -> dict[str, Any]:
-        """What this run's target commits carry (``target_runs.run_record``)."""
-        bookmarks, read = self._plan_rows(self._reads.values())
-        carried = [self._processed(r.context, f) for r in self._reads.values()
-                   for f in r.carried]
-        return run_record(self.job_name, self.run_id, self.run_seq,
-                          "pause" if self.bookmarks_held else self.mode, bookmarks,
-                          read + carried, self._watermarks.values())
-
-    def _plan_rows(self, reads: Iterable[SourceRead]
-                   ) -> tuple[list[Bookmark], list[ProcessedFile]]:
-        bookmarks = [Bookmark(job=self.job_name, context=r.context, run_id=self.run_id,
-                              run_seq=self.run_seq, source_kind=r.kind,
-                              state=encode(r.state))
-                     for r in reads if r.state is not None]
-        processed = [self._processed(r.context, f) for r in reads for f in r.files_read]
-        return bookmarks, processed
-
-    def _processed(self, context: str, read: files.ListedFile) -> ProcessedFile:
-        return ProcessedFile(job=self.job_name, context=context, run_id=self.run_id,
-                             run_seq=self.run_seq, path=read.path, size=read.size,
-                             modified_ms=read.modified_ms)
 
 
 def _target_key(target: str) -> str:
     return os.path.abspath(target) if "://" not in target else target
 
-
-def _pinned_plan(pinned: PinnedRead) -> FilePlan:
-    return FilePlan(files=pinned.files, listed=len(pinned.files),
-                    state=pinned.state)

@@ -48,11 +48,12 @@ from framework.errors import (
     one_line,
 )
 from framework.faults import crash_point
-from framework.job import Connections, JobContext, PinnedRead, RunIdentity, WorkflowRun
+from framework.job import Connections, JobContext
 from framework.job_config import JobSpec, load_job
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
+from framework.run_plan import PinnedRead, RunIdentity, WorkflowRun
 from framework.sinks import jdbc as jdbc_sink
 from framework.sources.files import ListedFile
 from framework.sources.jdbc import settings_connections
@@ -202,8 +203,8 @@ def run_job(
     return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=run.attempt,
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
-                     inputs=ctx.inputs(), outputs=ctx.outputs(),
-                     planned_files=ctx.planned_files(), recovered=recovered,
+                     inputs=ctx.run_plan.inputs(), outputs=ctx.outputs(),
+                     planned_files=ctx.run_plan.planned_files(), recovered=recovered,
                      properties=ctx.published(), preflight=ahead.reason)
 
 
@@ -327,12 +328,12 @@ class _Steps:
     def _progress(self, ctx: JobContext, status: RunStatus, error: str | None
                   ) -> tuple[Run, _Plan]:
         final = status in ("succeeded", "failed")
-        plan = ctx.unpersisted_plan() if status != "failed" else ([], [], [])
-        run = dataclasses.replace(self.run, status=status, inputs=ctx.inputs(),
-                                  outputs=ctx.outputs(), error=error, sources=ctx.sources(),
-                                  properties=ctx.published(),
+        plan = ctx.run_plan.unpersisted() if status != "failed" else ([], [], [])
+        run = dataclasses.replace(self.run, status=status, inputs=ctx.run_plan.inputs(),
+                                  outputs=ctx.outputs(), error=error,
+                                  sources=ctx.run_plan.sources(), properties=ctx.published(),
                                   ended_at=datetime.now(UTC) if final else None,
-                                  mode="pause" if ctx.bookmarks_held else self.run.mode)
+                                  mode="pause" if ctx.run_plan.held else self.run.mode)
         return run, plan
 
     def _write(self, run: Run, bookmarks: list[Bookmark], files: list[ProcessedFile],

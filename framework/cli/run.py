@@ -67,8 +67,8 @@ def run(
         settings = cli.settings()
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)
-        from framework.job import WorkflowRun
         from framework.progress import run_progress
+        from framework.run_plan import WorkflowRun
         from framework.runner import run_job  # Spark and the job's code: only here
 
         properties = dict(key_value(p, "--run-property") for p in run_property or [])
