@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -53,7 +52,7 @@ from framework.sources import files, jdbc, malformed
 from framework.sources.files import FileBookmark, FileFormat, FilePlan, RewritePolicy
 from framework.sources.malformed import BadRecords
 from framework.spark import named_column
-from framework.target_runs import check_target_write
+from framework.target_runs import RunOutputs, check_target_write
 from state_tables.model import Watermark
 from state_tables.store import StateStore
 
@@ -152,8 +151,8 @@ class JobContext:
         self._hooks = hooks
         #: what this run reads and will commit (the runner records it)
         self.run_plan = RunPlan(run, bookmark, BookmarkHistory(store, run.job))
-        self._outputs: dict[str, dict[str, Any]] = {}
-        #: database writes staged, to land when the job's code has returned (output keys)
+        self._outputs = RunOutputs(run.job)
+        #: database writes staged, to land when the job's code has returned (targets)
         self._staged: list[str] = []
         self._published: dict[str, str] = {}
 
@@ -577,27 +576,26 @@ class JobContext:
 
     def _stage(self, df: DataFrame, *, target: str, output: Mapping[str, Any]
                ) -> WriteResult:
-        key = self._output_key(target)
+        self._outputs.claim(target)
         if self.dry_run or not df.columns or df.isEmpty():
             if not self.dry_run:
                 self.log.info("%s: no rows to write: no commit", target)
-            self._outputs[key] = {"target": target, "written": False, **output}
+            self._outputs.skip(target, **output)
             return WriteResult(version=self.run_seq, skipped=True)
         connection = jdbc_sink.output_connection(output, self._connections)
         rows = jdbc_sink.stage(self.spark, df, connection, output["table"],
                                job=self.job_name, run_seq=self.run_seq)
         crash_point("staged")
         self.log.info("staged %d rows for %s (they land when the job returns)", rows, target)
-        self._outputs[key] = {"target": target, "written": False, "pending": True, **output,
-                              "rows": rows}
-        self._staged.append(key)
+        self._outputs.start(target, **output, rows=rows)
+        self._staged.append(target)
         return WriteResult(version=self.run_seq)
 
     def land_staged(self) -> None:
         """Land the rows ``write_jdbc`` staged, each table in one database transaction
         with the run's mark; the plan is recorded before each lands."""
-        for key in self._staged:
-            output = self._outputs[key]
+        for target in self._staged:
+            output = self._outputs.entry(target)
             planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
             planned()
             connection = jdbc_sink.output_connection(output, self._connections)
@@ -605,9 +603,8 @@ class JobContext:
                 self.spark, connection, output["table"], job=self.job_name,
                 run_id=self.run_id, run_seq=self.run_seq, record=self.run_plan.record())
             self.log.info("%s %s (%d rows)", "found run already in" if replayed else "wrote",
-                          output["target"], rows if not replayed else output["rows"])
-            self._outputs[key] = {**{k: v for k, v in output.items() if k != "pending"},
-                                  "written": True, "replayed": replayed}
+                          target, rows if not replayed else output["rows"])
+            self._outputs.land(target, replayed=replayed)
             if self._hooks:
                 self._hooks.after_target_write(self)
         self._staged.clear()
@@ -622,7 +619,7 @@ class JobContext:
         if checks is not None and checks not in self._checks:
             raise JobError(self.job_name, f"checks={checks!r}: no such rule set under checks: "
                            f"in the job's conf (there: {', '.join(self._checks) or 'none'}).")
-        self._output_key(target)  # written twice: fail before any check runs
+        self._outputs.claim(target)  # written twice: fail before any check runs
         if checks is None or self.dry_run or not df.columns:
             return write(df)
         return write(self._run_checks.gate(df, self._checks[checks], target=target,
@@ -637,7 +634,7 @@ class JobContext:
         """Write to a Delta table (on ``engine``, else the job's Delta path), or with
         ``file_format`` to a directory of files."""
         engine = engine or self._engine
-        key = self._output_key(target)
+        self._outputs.claim(target)
         kind = {} if file_format is None else {**parquet.OUTPUT_TAG, **(
             {"file_format": file_format} if file_format != "parquet" else {})}
         # an append or merge of no rows changes nothing; an empty overwrite does
@@ -647,11 +644,11 @@ class JobContext:
                                               and df.isEmpty()):
             if not self.dry_run:
                 self.log.info("%s: no rows to write: no commit", target)
-            self._outputs[key] = {"target": target, "written": False, **kind}
+            self._outputs.skip(target, **kind)
             current = None if file_format else engine.version(target)
             return WriteResult(version=-1 if current is None else current, skipped=True)
         check_target_write(target, self.job_name, self.run_seq, self.run_id)
-        self._outputs[key] = {"target": target, "written": False, "pending": True, **kind}
+        self._outputs.start(target, **kind)
         planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
 
         def staged() -> None:  # the data is written, uncommitted: it waits for the plan
@@ -679,8 +676,7 @@ class JobContext:
         self.log.info("%s %s (%s)", "found run already in" if result.skipped else "wrote",
                       target, f"{written['files']} files, {written['rows']} rows"
                       if file_format else f"version {result.version}")
-        self._outputs[key] = {"target": target, "written": True, **kind, **written,
-                              "replayed": result.skipped}
+        self._outputs.land(target, replayed=result.skipped, **written)
         if self._hooks:
             self._hooks.after_target_write(self)
         return result
@@ -688,16 +684,7 @@ class JobContext:
     def rolled_back(self, target: str) -> None:
         """``target``'s write of this run was undone (see ``runner``): it is no longer
         one of the run's writes."""
-        key = _target_key(target)
-        self._outputs[key] = {**self._outputs[key], "written": False, "pending": False,
-                              "rolled_back": True}
-
-    def _output_key(self, target: str) -> str:
-        key = _target_key(target)
-        if key in self._outputs:
-            raise JobError(self.job_name, f"target {target} is written twice in one run; "
-                           "union the DataFrames and write once.")
-        return key
+        self._outputs.roll_back(target)
 
     def evaluate_checks(self, df: DataFrame, ruleset: RuleSet, *, target: str,
                         record: bool = True) -> tuple[int, list[RuleOutcome]]:
@@ -741,10 +728,5 @@ class JobContext:
 
     def outputs(self) -> dict[str, dict[str, Any]]:
         """What each target of this run was written with (the runner records it)."""
-        return {o["target"]: {k: v for k, v in o.items() if k != "target"}
-                for o in self._outputs.values()}
-
-
-def _target_key(target: str) -> str:
-    return os.path.abspath(target) if "://" not in target else target
+        return self._outputs.recorded()
 

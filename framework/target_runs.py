@@ -11,10 +11,11 @@ from a backup, or missing its newest commits, is noticed before a run writes ove
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from framework.errors import StateBehindTargetsError
+from framework.errors import JobError, StateBehindTargetsError
 from framework.sinks import Target, target_of
 from framework.sinks.jdbc import DatabaseTargets
 from framework.sinks.target import MAX_WINDOW_FILES, TargetRun
@@ -22,8 +23,63 @@ from framework.sources.files import FileState
 from framework.sources.state import decode
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 
-__all__ = ["attempted_targets", "check_state_knows", "check_target_write", "discard_unlanded",
-           "landed_targets", "run_record", "runs_in"]
+__all__ = ["RunOutputs", "attempted_targets", "check_state_knows", "check_target_write",
+           "discard_unlanded", "landed_targets", "run_record", "runs_in"]
+
+
+class RunOutputs:
+    """The targets one run of ``job`` writes, as the run records them (``Run.outputs``).
+
+    Each target has one entry, which goes from pending (being written, or staged) to
+    written, or is skipped (nothing to commit), or is rolled back; it holds its target
+    kind's tags (``framework.sinks.target_of`` reads them) and what was written.
+    """
+
+    def __init__(self, job: str):
+        self.job = job
+        self._entries: dict[str, dict[str, Any]] = {}  # by target, local paths absolute
+
+    def claim(self, target: str) -> None:
+        """Before ``target`` is written: it is not written twice in one run.
+
+        Raises:
+            JobError: the run already wrote it.
+        """
+        if _key(target) in self._entries:
+            raise JobError(self.job, f"target {target} is written twice in one run; union "
+                           "the DataFrames and write once.")
+
+    def skip(self, target: str, **tags: Any) -> None:
+        """``target`` gets no commit from this run (no rows, or a dry run)."""
+        self._entries[_key(target)] = {"target": target, "written": False, **tags}
+
+    def start(self, target: str, **tags: Any) -> None:
+        """``target`` is being written (or its rows are staged): a crash leaves it to
+        recovery, which asks the target whether it landed."""
+        self._entries[_key(target)] = {"target": target, "written": False, "pending": True,
+                                       **tags}
+
+    def land(self, target: str, *, replayed: bool, **written: Any) -> None:
+        """``target`` holds this run's commit (``replayed``: an earlier attempt's)."""
+        entry = {k: v for k, v in self._entries[_key(target)].items() if k != "pending"}
+        self._entries[_key(target)] = {**entry, "written": True, **written, "replayed": replayed}
+
+    def roll_back(self, target: str) -> None:
+        """``target``'s write of this run was undone: it is no longer one of its writes."""
+        self._entries[_key(target)] = {**self._entries[_key(target)], "written": False,
+                                       "pending": False, "rolled_back": True}
+
+    def entry(self, target: str) -> Mapping[str, Any]:
+        return self._entries[_key(target)]
+
+    def recorded(self) -> dict[str, dict[str, Any]]:
+        """``Run.outputs``: each target's entry, by the target as the job named it."""
+        return {e["target"]: {k: v for k, v in e.items() if k != "target"}
+                for e in self._entries.values()}
+
+
+def _key(target: str) -> str:
+    return os.path.abspath(target) if "://" not in target else target
 
 
 def run_record(job: str, run_id: str, run_seq: int, mode: str,
