@@ -218,6 +218,19 @@ def test_bad_filters_name_the_table(engine, spark, tmp_path):
         engine.read(path, filters=[("id", "~", 1)])
 
 
+def test_a_path_delta_rs_would_decode_is_refused_before_anything_is_written(engine, spark,
+                                                                             tmp_path):
+    path = str(tmp_path / "sales%41")  # delta-rs would look in tmp_path/salesA
+    with pytest.raises(DeltaTableError, match=r"sales%41: delta-rs reads '%41'"):
+        engine.write(orders(spark, 1), path)
+    assert not os.path.exists(path)
+    with pytest.raises(DeltaTableError, match="'%41'"):
+        engine.read(path)
+    for taken in ("sales%", "100%_done", "p%zz"):  # no escape: read back where written
+        engine.write(orders(spark, 1), str(tmp_path / taken))
+        assert engine.read(str(tmp_path / taken)).count() == 1
+
+
 def test_missing_table_is_a_clear_error(engine, tmp_path):
     with pytest.raises(TableNotFoundError) as error:
         engine.read(str(tmp_path / "absent"))

@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -155,8 +156,28 @@ class VersionChange:
     rewrote: bool
 
 
-def is_table(path: str | os.PathLike[str]) -> bool:
+#: what delta-rs takes, in a table's path, for an escaped character (``%41`` is ``A``)
+_ESCAPE = re.compile("%[0-9A-Fa-f]{2}")
+
+
+def _openable(path: str | os.PathLike[str]) -> str:
+    """``path``, as a table delta-rs opens where it says.
+
+    Raises:
+        DeltaTableError: the path holds what delta-rs would decode (it would write the
+            table's log in one directory and look for it in another).
+    """
     path = str(path)
+    if found := _ESCAPE.search(path):
+        raise errors.DeltaTableError(
+            path, f"delta-rs reads {found[0]!r} in a table's path as an escaped character "
+            "and would look for the table in another directory. Rename it (no '%' "
+            "followed by two hex digits).")
+    return path
+
+
+def is_table(path: str | os.PathLike[str]) -> bool:
+    path = _openable(path)
     # A table already open is one still (a local one unless its log directory went): ~2 ms
     # saved on every state read and commit, ~45 ms on S3. Were an object-store table
     # deleted, the next _open fails to update the handle and looks afresh.
@@ -172,7 +193,7 @@ _LATEST: dict[str, DeltaTable] = {}
 
 
 def _open(path: str, version: int | None = None) -> DeltaTable:
-    path = str(path)
+    path = _openable(path)
     known = _LATEST.get(path) if version is None else None
     if known is not None and _version_gone(path, known.version()):
         del _LATEST[path]  # the table went back (restored from a backup): open afresh
