@@ -16,7 +16,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
-from framework.delta import AppTransaction, InvalidFilterError, delta_engine
+from framework.delta import AppTransaction, InvalidFilterError, delta_engine, log
 from framework.errors import (
     ConstraintViolationError,
     DeltaTableError,
@@ -229,6 +229,7 @@ def test_a_path_delta_rs_would_decode_is_refused_before_anything_is_written(engi
     for taken in ("sales%", "100%_done", "p%zz"):  # no escape: read back where written
         engine.write(orders(spark, 1), str(tmp_path / taken))
         assert engine.read(str(tmp_path / taken)).count() == 1
+    assert not log.is_table(path)  # a probe (is it a Delta target?) is answered, not refused
 
 
 def test_missing_table_is_a_clear_error(engine, tmp_path):

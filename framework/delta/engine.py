@@ -105,6 +105,7 @@ class DeltaEngine(ABC):
             SchemaMismatchError, WriteConflictError
             DeltaTableError: a bad ``merge_on`` (missing, NULL or repeated keys).
         """
+        log.check_path(path)
         if txn is not None:
             done = log.transaction_version(path, txn.app_id)
             if done is not None and done >= txn.version:

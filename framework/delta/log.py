@@ -52,6 +52,7 @@ __all__ = [
     "VersionChange",
     "add_columns",
     "append_rows",
+    "check_path",
     "change_feed",
     "changes",
     "commit_files",
@@ -160,8 +161,9 @@ class VersionChange:
 _ESCAPE = re.compile("%[0-9A-Fa-f]{2}")
 
 
-def _openable(path: str | os.PathLike[str]) -> str:
-    """``path``, as a table delta-rs opens where it says.
+def check_path(path: str | os.PathLike[str]) -> str:
+    """``path``, where delta-rs can open or create a table: before a write, so that one
+    it would misplace is refused before anything is written.
 
     Raises:
         DeltaTableError: the path holds what delta-rs would decode (it would write the
@@ -177,7 +179,7 @@ def _openable(path: str | os.PathLike[str]) -> str:
 
 
 def is_table(path: str | os.PathLike[str]) -> bool:
-    path = _openable(path)
+    path = str(path)
     # A table already open is one still (a local one unless its log directory went): ~2 ms
     # saved on every state read and commit, ~45 ms on S3. Were an object-store table
     # deleted, the next _open fails to update the handle and looks afresh.
@@ -193,7 +195,7 @@ _LATEST: dict[str, DeltaTable] = {}
 
 
 def _open(path: str, version: int | None = None) -> DeltaTable:
-    path = _openable(path)
+    path = check_path(path)
     known = _LATEST.get(path) if version is None else None
     if known is not None and _version_gone(path, known.version()):
         del _LATEST[path]  # the table went back (restored from a backup): open afresh
@@ -447,6 +449,7 @@ def _created(path: str, create: Callable[[], object]) -> bool:
     second creation at version 1: a new table id and schema, which fail the other writer's
     next commit ("Metadata changed since last commit") or replace the schema it wrote.
     """
+    check_path(path)
     try:
         create()
     except DeltaError:
