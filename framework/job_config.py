@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from framework.config import Settings, read_yaml, scalar_mapping, unknown_keys
-from framework.errors import ConfigError, JobNotFoundError
+from framework.errors import ConfigError, JobError, JobNotFoundError
 from framework.modes import BookmarkMode
 
 if TYPE_CHECKING:
@@ -61,11 +61,16 @@ def load_job(settings: Settings, name: str) -> JobSpec:
 
     Raises:
         JobNotFoundError: no such file.
+        JobError: a name with '/' (a file in a directory under ``<conf>/jobs``).
         ConfigError: every problem in the file, each naming its key.
     """
-    path = settings.conf_dir / "jobs" / f"{name}.yaml"
-    outside = name.startswith("/") or ".." in name.split("/")  # conf/deltamark.yaml, ...
-    if outside or not path.is_file():
+    jobs = settings.conf_dir / "jobs"
+    path = jobs / f"{name}.yaml"
+    if "/" in name and path.is_file() and path.parent.resolve() != jobs.resolve() \
+            and path.resolve().is_relative_to(jobs.resolve()):
+        raise JobError(name, f"a job is a file directly in {jobs} (one name, no '/'): "
+                       f"move {path} there, under a name of its own.")
+    if "/" in name or not path.is_file():  # "../deltamark" is conf/deltamark.yaml
         raise JobNotFoundError(name, str(settings.conf_dir), job_names(settings))
     raw = read_yaml(path)
     problems = unknown_keys(raw, KNOWN_KEYS)

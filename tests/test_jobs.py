@@ -14,6 +14,7 @@ from framework.delta import log
 from framework.errors import (
     BookmarkOptionError,
     ConfigError,
+    JobError,
     JobFailedError,
     JobNotFoundError,
     MissingContextError,
@@ -364,6 +365,11 @@ def test_job_config_problems_are_reported_together(ws):
     for outside in ("../deltamark", str(ws.conf / "jobs" / "bad")):  # files, not jobs
         with pytest.raises(JobNotFoundError, match="jobs there: bad"):
             ws.run(outside)
+    (ws.conf / "jobs" / "team").mkdir()  # jobs are listed, leased, shown by one name
+    (ws.conf / "jobs" / "team" / "x.yaml").write_text("class: nowhere.module:Job\n")
+    with pytest.raises(JobError, match=r"job team/x: a job is a file directly in .*/jobs "
+                       r"\(one name, no '/'\): move .*/jobs/team/x.yaml there"):
+        ws.run("team/x")
 
 
 def test_late_files_inside_the_window_are_read_older_ones_are_not(ws):
