@@ -43,11 +43,11 @@ def vacuum(ctx: typer.Context) -> None:
     entries no current read has needed for state_retention_hours (conf; default 1). Runs
     do the same every 10 versions of a table. Rewinds never need what it deletes."""
     with library_errors(ctx):
-        store = options(ctx).store()
-        sizes = store.tidy()
+        sizes = options(ctx).store().tidy()
+        retention_hours = options(ctx).settings().state_retention_hours
     for size in sizes:
         (files, before), (left, after) = size.before, size.after
         typer.echo(f"{size.table}: {files} files, {before / 1e6:.2f} MB -> {left} files, "
                    f"{after / 1e6:.2f} MB")
-    typer.echo(f"Files unneeded for less than {store.io.upkeep.retention_hours} hour(s) "
+    typer.echo(f"Files unneeded for less than {retention_hours} hour(s) "
                "(state_retention_hours) stay until then.")
