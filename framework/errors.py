@@ -45,7 +45,9 @@ __all__ = [
     "SchemaMismatchError",
     "ServerError",
     "SourceError",
+    "SparkFeatureError",
     "SparkStartError",
+    "SparkVersionError",
     "StateBehindTargetsError",
     "StateSchemaError",
     "TableNotFoundError",
@@ -319,6 +321,27 @@ def java_summary(text: str) -> str:
 
 class SparkStartError(DeltamarkError):
     """The Spark session could not start."""
+
+
+class SparkFeatureError(DeltamarkError):
+    """A feature needs a newer Spark line than the one running; the message names both."""
+
+
+class SparkVersionError(SparkStartError):
+    """The installed pyspark (``version``; None: there is none) is of a Spark line deltamark
+    does not support (``supported`` names the range)."""
+
+    def __init__(self, version: str | None, supported: str):
+        self.version, self.supported = version, supported
+        if version is None:
+            super().__init__(
+                f"pyspark is not installed: deltamark runs on {supported}. Install it with "
+                "pip install 'deltamark[spark]' (the newest line), or install your "
+                "platform's pyspark beside deltamark")
+        else:
+            super().__init__(
+                f"Spark {version} is not supported: deltamark runs on {supported}. Install "
+                "a pyspark of those lines, or run on a cluster of one")
 
 
 class ServerError(DeltamarkError):

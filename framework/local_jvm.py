@@ -38,8 +38,12 @@ def configure(conf: dict[str, str]) -> None:
 
 
 def file_system_jar() -> Path:
-    """Where the set-up puts the compiled local file system (named after its source)."""
-    return shared_directory() / f"local-fs-{_digest(FILE_SYSTEM_SOURCE.read_bytes())}.jar"
+    """Where the set-up puts the local file system, compiled against this virtualenv's
+    Spark (named after its source and that Spark's version)."""
+    from pyspark import __version__
+
+    source = FILE_SYSTEM_SOURCE.read_bytes()
+    return shared_directory() / f"local-fs-{__version__}-{_digest(source)}.jar"
 
 
 def class_archive(class_path: str) -> Path:

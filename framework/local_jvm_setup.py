@@ -23,7 +23,7 @@ from framework.local_jvm import (
     file_system_jar,
     java_tool,
 )
-from framework.spark import session_conf, spark_session
+from framework.spark import session_conf, spark_session, to_arrow
 
 __all__ = ["build_file_system_jar", "write_class_archive"]
 
@@ -79,7 +79,8 @@ def write_class_archive() -> Path | None:
             rows.write.parquet(f"{scratch}/parquet")
             rows.write.json(f"{scratch}/json")
             spark.read.parquet(f"{scratch}/parquet").groupBy("name").count().collect()
-            spark.createDataFrame(spark.read.json(f"{scratch}/json").toArrow()).count()
+            spark.createDataFrame(to_arrow(spark.read.json(f"{scratch}/json"))
+                                  .to_pandas()).count()
         jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
         spark.stop()
         jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive

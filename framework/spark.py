@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING
 from framework import jars, local_jvm, storage
 from framework.config import Settings
 from framework.errors import SparkStartError
+from framework.spark_lines import spark_line
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, SparkSession
+    import pyarrow as pa
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
-__all__ = ["named_column", "quoted", "session_conf", "sessions_from", "spark_session",
-           "temporary_conf"]
+__all__ = ["inheriting_threads", "named_column", "quoted", "session_conf", "sessions_from",
+           "spark_session", "temporary_conf", "to_arrow", "try_cast"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -72,9 +75,11 @@ def spark_session(
         master, app_name, conf: override the settings for this session.
 
     Raises:
+        SparkVersionError: pyspark is missing or of a Spark line deltamark does not support.
         SparkStartError: the JVM did not start; the message says what to check.
         ServerError: the server that forked this command could not start its JVM.
     """
+    spark_line()  # refuses a Spark outside the supported lines before anything starts
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
@@ -198,3 +203,42 @@ def named_column(name: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col(quoted(name))
+
+
+# What Spark 4 added that deltamark uses, with Spark 3.5's way where 3.5 has one.
+
+
+def to_arrow(df: DataFrame) -> pa.Table:
+    """``df``'s rows as an Arrow table, collected to the driver (``DataFrame.toArrow``)."""
+    if hasattr(df, "toArrow"):  # Spark 4
+        return df.toArrow()
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return pa.Table.from_batches(df._collect_as_arrow(), schema=to_arrow_schema(df.schema))
+
+
+def try_cast(column: str, to: DataType | str) -> Column:
+    """The column named by ``column`` (as ``F.col`` reads it) cast to ``to`` (a type or its
+    SQL name), NULL where a value does not convert (``Column.try_cast``; SQL's
+    ``try_cast`` on Spark 3.5)."""
+    from pyspark.sql import functions as F
+
+    if _spark_4():
+        return F.col(column).try_cast(to)
+    return F.expr(f"try_cast({column} AS {to if isinstance(to, str) else to.simpleString()})")
+
+
+def inheriting_threads(spark: SparkSession) -> Callable[[Callable[[], object]],
+                                                         Callable[[], object]]:
+    """A wrapper for functions run on other threads: their Spark jobs take this thread's
+    local properties (scheduler pool, job group) and, on Spark 4, the session's tags."""
+    from pyspark.util import inheritable_thread_target
+
+    return inheritable_thread_target(spark) if _spark_4() else inheritable_thread_target
+
+
+def _spark_4() -> bool:
+    from pyspark import __version__
+
+    return int(__version__.split(".")[0]) >= 4

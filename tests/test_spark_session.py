@@ -63,24 +63,36 @@ def test_absent_local_jars_are_left_out_with_a_warning(tmp_path, caplog):
     assert "spark.jars: /nope/absent.jar does not exist" in caplog.text
 
 
+@pytest.mark.compat
 def test_the_setup_jars_bring_delta_s3a_and_avro_and_nothing_pyspark_ships(spark):
+    """The jars are those of the installed pyspark's line: its Delta build (where Delta has
+    one), the hadoop-aws of the Hadoop it ships, its spark-avro."""
     import pyspark
 
     from framework import jars
     from framework.delta import native_available
+    from framework.spark_lines import spark_line
 
     if not jars.installed():
         unavailable("Delta's, S3A's and Avro's jars are not installed (bash .ci/setup.sh "
                     "resolves them with mvn)")
-    assert native_available(spark)
+    line = spark_line()
+    assert native_available(spark) == (line.delta is not None)
     loader = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader()
     for name in ("org.apache.hadoop.fs.s3a.S3AFileSystem",
                  "org.apache.spark.sql.avro.AvroFileFormat"):
         loader.loadClass(name)
     shipped = {jar.name for jar in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     artifact = re.compile(r"-\d[^/]*\.jar$")
-    assert not {artifact.sub("", j.name) for j in jars.installed()} & {
+    installed = {j.name for j in jars.installed()}
+    assert not {artifact.sub("", name) for name in installed} & {
         artifact.sub("", name) for name in shipped}
+    [hadoop] = [name.removeprefix("hadoop-client-api-") for name in shipped
+                if name.startswith("hadoop-client-api-")]
+    assert f"hadoop-aws-{hadoop}" in installed
+    assert f"spark-avro_{line.scala}-{line.avro}.jar" in installed
+    if line.delta:
+        assert f"{'-'.join(line.delta)}.jar" in installed
 
 
 def test_a_local_session_maps_the_class_archive_the_setup_wrote(spark):

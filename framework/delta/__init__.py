@@ -16,6 +16,7 @@ from framework.delta.filters import Filter, InvalidFilterError
 from framework.delta.log import AppTransaction, Commit
 from framework.delta.native import NativeEngine, native_available
 from framework.errors import DeltaEngineUnavailableError
+from framework.spark_lines import LINES, spark_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,10 +60,21 @@ def delta_engine(spark: SparkSession, *, mode: DeltaMode = "auto") -> DeltaEngin
     if native_available(spark):
         return NativeEngine(spark)
     if mode == "native":
-        raise DeltaEngineUnavailableError(
-            "delta: native needs Delta's classes on the Spark session, and they are not "
-            "there (io.delta.tables.DeltaTable not found, or spark.sql.extensions lacks "
-            "io.delta.sql.DeltaSparkSessionExtension). List delta-spark_2.13-4.4.1.jar and "
-            "delta-storage-4.4.1.jar in spark.conf spark.jars, or set delta: embedded."
-        )
+        raise DeltaEngineUnavailableError(_native_missing())
     return EmbeddedEngine(spark)
+
+
+def _native_missing() -> str:
+    """Why ``delta: native`` cannot be had, and what to do, for the running Spark line."""
+    line = spark_line()
+    if line.delta is None:
+        return (f"delta: native needs Delta's jars, and Delta has no release for Spark "
+                f"{line.name} yet: set delta: embedded (or run on Spark "
+                f"{max(n for n, other in LINES.items() if other.delta)})")
+    artifact, version = line.delta
+    return (
+        "delta: native needs Delta's classes on the Spark session, and they are not there "
+        "(io.delta.tables.DeltaTable not found, or spark.sql.extensions lacks "
+        f"io.delta.sql.DeltaSparkSessionExtension). List {artifact}-{version}.jar and "
+        f"delta-storage-{version}.jar in spark.conf spark.jars (python -m framework.jars "
+        "resolves them), or set delta: embedded.")

@@ -46,7 +46,7 @@ from framework.errors import (
     DeltaTableError,
     UnsupportedTableFeatureError,
 )
-from framework.spark import temporary_conf
+from framework.spark import temporary_conf, to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -140,7 +140,7 @@ class EmbeddedEngine(DeltaEngine):
         # delta-rs merges on the driver: fine for increments, which merges are for.
         root = _table_uri(path)
         with _constraints_kept(path):
-            rows = _checked(path, df, current).toArrow()
+            rows = to_arrow(_checked(path, df, current))
         before_commit()
         return log.merge_rows(root, rows, keys=keys, merge_schema=merge_schema, txn=txn,
                               user_metadata=metadata)

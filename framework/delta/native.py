@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ from framework.delta import log
 from framework.delta.embedded import read_data_files
 from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
 from framework.delta.log import AppTransaction, Snapshot
-from framework.spark import temporary_conf
+from framework.spark import quoted, temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -89,8 +90,6 @@ class NativeEngine(DeltaEngine):
     def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
                merge_schema: bool, txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
-        from delta.tables import DeltaTable
-
         before_commit()
         conf = {"spark.databricks.delta.schema.autoMerge.enabled": str(merge_schema).lower()}
         if txn is not None:  # Delta's idempotent-DML settings carry the app transaction
@@ -99,9 +98,16 @@ class NativeEngine(DeltaEngine):
         if metadata:
             conf["spark.databricks.delta.commitInfo.userMetadata"] = json.dumps(
                 dict(metadata), default=str)
-        condition = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        with temporary_conf(self.spark, conf):
-            (DeltaTable.forPath(self.spark, path).alias("t")
-             .merge(df.alias("s"), condition)
-             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+        # SQL rather than delta-spark's Python DeltaTable: that package pins one pyspark,
+        # while Delta's SQL is the same on every Spark line
+        source = f"deltamark_merge_{uuid.uuid4().hex}"
+        condition = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in keys)
+        df.createOrReplaceTempView(source)
+        try:
+            with temporary_conf(self.spark, conf):
+                self.spark.sql(
+                    f"MERGE INTO delta.{quoted(path)} AS t USING {source} AS s ON {condition} "
+                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+        finally:
+            self.spark.catalog.dropTempView(source)
         return log.table_version(path) or 0

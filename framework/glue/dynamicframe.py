@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
 from framework.glue.environment import GlueApi
+from framework.spark import try_cast
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -93,7 +94,6 @@ class DynamicFrame(GlueApi):
         takes the field at ``source``, casts it to ``target_type`` (a value that does not
         cast becomes null) and puts it at ``target`` (``a.b`` builds struct ``a``).
         Mappings whose source field is absent are left out, as in Glue."""
-        from pyspark.sql import functions as F
 
         placed = []
         for mapping in mappings:
@@ -104,8 +104,8 @@ class DynamicFrame(GlueApi):
             source, _source_type, target, target_type = mapping
             if not _exists(self._df, source):
                 continue
-            placed.append((target, F.col(_column(source)).try_cast(
-                _spark_type(target_type, "apply_mapping"))))
+            placed.append((target, try_cast(_column(source),
+                                            _spark_type(target_type, "apply_mapping"))))
         return self._with(self._df.select(*_structs(_tree(placed))))
 
     def join(self, paths1: str | Sequence[str], paths2: str | Sequence[str],
@@ -292,7 +292,6 @@ class DynamicFrame(GlueApi):
         every field: a value that does not cast becomes null, as in Glue. A frame here has
         no choice types (a field has one type), so ``make_cols`` and ``make_struct``
         leave it as it is, as Glue does for a frame without them."""
-        from pyspark.sql import functions as F
 
         pairs = list(specs) if specs else [(c, choice) for c in self._df.columns] if choice \
             else []
@@ -307,7 +306,7 @@ class DynamicFrame(GlueApi):
                     "make_cols or make_struct; match_catalog needs a Data Catalog")
             spark_type = _spark_type(type_name, "resolveChoice")
             if _exists(df, path):
-                df = _with_field(df, path, F.col(_column(path)).try_cast(spark_type))
+                df = _with_field(df, path, try_cast(_column(path), spark_type))
         return self._with(df)
 
     def relationalize(self, root_table_name: str, staging_path: str = "",

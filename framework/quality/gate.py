@@ -20,6 +20,7 @@ from framework.quality.rules import Rule, RuleSet
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 __all__ = ["BROKEN_RULES_COLUMN", "Measured", "RuleOutcome", "action", "evaluate", "mark",
            "measure", "split"]
@@ -71,15 +72,35 @@ def evaluate(df: DataFrame, ruleset: RuleSet, *, measured: Measured | None = Non
     unique = list(dict.fromkeys(_key(e) for rule in ruleset.rules for e in rule.expectations))
     found = _validate(df, unique, measured or measure(df, ruleset.rules))
     actual_types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
+    fields = {f.name: f.dataType for f in df.schema.fields}
     outcomes = []
     for rule in ruleset.rules:
         outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations])
+        if mismatch := _numbers_against_another_type(rule, fields):
+            outcome = replace(outcome, outcome="error", message=mismatch)
         wrong = {column: actual_types[column] for column, declared in rule.exact_types
                  if actual_types.get(column, declared) != declared}
         if wrong and outcome.outcome == "passed":
             outcome = replace(outcome, outcome="failed", observed=wrong)
         outcomes.append(outcome)
     return outcomes
+
+
+def _numbers_against_another_type(rule: Rule, fields: Mapping[str, DataType]) -> str | None:
+    """Why a range of numbers cannot be checked on the rule's column, when its values are
+    not numbers: an error on every Spark line (Spark 4's ANSI cast fails; Spark 3.5's would
+    make every value NULL, and the rule pass)."""
+    from pyspark.sql.types import NumericType
+
+    if rule.row_check is None or rule.row_check[0] != "between":
+        return None
+    [column], bounds = rule.row_check[1], [b for b in rule.row_check[2] if b is not None]
+    kind = fields.get(column)
+    if kind is None or isinstance(kind, NumericType) or not bounds or not all(
+            isinstance(b, int | float) and not isinstance(b, bool) for b in bounds):
+        return None
+    return f"column {column} holds {kind.simpleString()}, which {rule.text} cannot compare " \
+        "with numbers"
 
 
 def _outcome(rule: Rule, results: Sequence[Any]) -> RuleOutcome:

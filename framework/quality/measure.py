@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.quality.rules import Rule
-from framework.spark import named_column
+from framework.spark import inheriting_threads, named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -171,7 +171,6 @@ class _Plan:
         from concurrent.futures import ThreadPoolExecutor
 
         from pyspark.sql import functions as F
-        from pyspark.util import inheritable_thread_target
 
         distinct = [c for m, *_, c in self.metrics if m == "column.distinct_values.count"]
         integers = list(dict.fromkeys(key[0] for key in self.keys if len(key) == 1 and
@@ -180,7 +179,7 @@ class _Plan:
                       *(f(named_column(c)) for c in integers for f in (F.min, F.max, F.count))]
         with ThreadPoolExecutor(3, thread_name_prefix="deltamark-measure") as pool:
             # local properties (scheduler pool, job group) and tags follow the jobs there
-            inherit = inheritable_thread_target(df.sparkSession)
+            inherit = inheriting_threads(df.sparkSession)
             tests = pool.submit(inherit(lambda: df.agg(*aggregates).collect()[0]))
             counted = pool.submit(inherit(lambda: df.agg(*(
                 F.count_distinct(named_column(c)) for c in distinct)).collect()[0]

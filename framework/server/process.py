@@ -50,7 +50,7 @@ from framework.server.wire import ADDRESS_ENV, Lines, key, send
 PRELOAD = ("framework.cli", "framework.runner", "framework.spark", "framework.delta.native",
            "framework.delta.embedded", "framework.sources.files", "framework.sources.jdbc",
            "framework.sources.delta", "framework.listed_reads", "framework.server.session",
-           "pyspark.sql", "pyspark.sql.functions", "delta")
+           "pyspark.sql", "pyspark.sql.functions")
 #: what commands that run jobs with data-quality rules import (seconds)
 PRELOAD_FOR_JOBS = ("great_expectations",)
 

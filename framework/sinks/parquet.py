@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 
 from framework.faults import crash_point
 from framework.sinks.target import PrunedTarget, TargetRun
+from framework.spark_lines import require
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
     writer ``options``); a run that already landed there is not written again (its commit
     is returned, ``replayed``). ``before_commit`` is called once the files are staged,
     before any is moved into ``target``; ``record`` goes into the manifest."""
+    if file_format == "xml":
+        require("XML files", since="4.0")
     discard(target, job, run_seq)  # what an earlier attempt left, if it stopped midway
     fs, base, to_uri = filesystem(target)
     if (done := _manifest(fs, base, job, run_seq)) is not None:

@@ -32,6 +32,7 @@ import pyarrow.fs as pafs
 
 from framework.listed_reads import ListedFile, read_listed
 from framework.sources import malformed
+from framework.spark_lines import lacking, require
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -142,7 +143,9 @@ class FileSource:
                          "bad_records for malformed records")
         if self.format not in FORMATS:
             found.append(f"format '{self.format}' is not one of {', '.join(FORMATS)}")
-        if self.format == "xml" and not {k.lower() for k in self.options} & {"rowtag"}:
+        if self.format == "xml" and (why := lacking("XML files", since="4.0")):
+            found.append(why)
+        elif self.format == "xml" and not {k.lower() for k in self.options} & {"rowtag"}:
             found.append("format xml needs options={'rowTag': '<element of one row>'}")
         if self.bounded_files is not None and self.bounded_size is not None:
             found.append("give bounded_files or bounded_size, not both (as in Glue)")
@@ -349,6 +352,8 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataF
         return empty
     base_path = _base_path(source)
     if source.format == "avro" and not _spark_avro_available(spark):
+        require("Avro files without Spark's Avro jar (spark-avro; python -m framework.jars "
+                "adds it)", since="4.0")  # fastavro reads through a Python data source
         from framework.sources import avro
 
         return avro.read(spark, [f.path for f in plan.files], base_path=base_path,
