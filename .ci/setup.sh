@@ -1,8 +1,22 @@
 #!/usr/bin/env bash
-# Creates .venv at the repo root and installs deltamark (with test tools) into it.
+# Creates .venv at the repo root and installs deltamark (with test tools) into it, on a
+# Spark line: DELTAMARK_SPARK=3.5 (or 4.0, 4.1, 4.2, 4.3, or an exact version such as 3.5.4)
+# bash .ci/setup.sh; the default is the newest line Delta has jars for. DELTAMARK_VENV
+# names another virtualenv (CI's compatibility runs use .venv/spark-3.5 and the like).
 # Idempotent: a second call only checks that everything is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The pyspark of each line that the set-up installs (the version its jars were checked on).
+spark=${DELTAMARK_SPARK:-4.2}
+case "$spark" in
+  3.5) pyspark=3.5.7 ;; 4.0) pyspark=4.0.1 ;; 4.1) pyspark=4.1.1 ;; 4.2) pyspark=4.2.0 ;;
+  4.3) pyspark=4.3.0 ;;
+  3.5.* | 4.[0-3].*) pyspark=$spark ;;
+  *) echo "setup: DELTAMARK_SPARK=$spark is not a Spark line deltamark supports" \
+          "(3.5, 4.0, 4.1, 4.2, 4.3, or a version of one)" >&2; exit 2 ;;
+esac
+venv=${DELTAMARK_VENV:-.venv}
 
 command -v java >/dev/null || { echo "setup: Java 17 is required (java not found on PATH)" >&2; exit 1; }
 python=""
@@ -33,15 +47,16 @@ if [ ${#packages[@]} -gt 0 ]; then
   fi
 fi
 
-[ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" \
+  "pyspark==$pyspark"
 
-# Delta's, S3A's and Avro's jars from Maven, without what pyspark ships (once per version
-# of framework/java/pom.xml): the native Delta path, s3:// on Spark, Spark's Avro reader.
-.venv/bin/python -m framework.jars
+# Delta's, S3A's and Avro's jars for that Spark from Maven, without what pyspark ships (once
+# per jar set): the native Delta path, s3:// on Spark, Spark's Avro reader.
+"$venv/bin/python" -m framework.jars
 
-# For local Spark JVMs (written once into .venv): a Hadoop local file system that needs no
+# For local Spark JVMs (written once into the virtualenv): a Hadoop local file system that needs no
 # chmod processes (javac), and a class-data-sharing archive of Spark's classes (~40 s,
 # ~170 MB): local writes take ~50 ms less, a JVM starts ~4 s sooner. Spark works without.
-.venv/bin/python -m framework.local_jvm_setup 2>/dev/null ||
+"$venv/bin/python" -m framework.local_jvm_setup 2>/dev/null ||
   echo "setup: could not prepare the local JVM extras; Spark works without them" >&2

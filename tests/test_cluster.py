@@ -74,6 +74,7 @@ def two_runs(run, landing: str) -> None:
     run()
 
 
+@pytest.mark.compat
 def test_deltamark_run_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path):
     """``deltamark run`` with ``spark.master: spark://...`` (native Delta path)."""
     state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
@@ -91,6 +92,7 @@ def test_deltamark_run_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path
     assert_loaded_once(cluster, state, target, before)
 
 
+@pytest.mark.compat
 def test_spark_submit_runs_a_job_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path):
     """docs/s3-and-clusters.md's spark-submit command line (client mode; embedded Delta path)."""
     state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"

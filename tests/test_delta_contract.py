@@ -129,6 +129,7 @@ def test_schema_is_enforced_with_a_clear_error(engine, spark, tmp_path):
     assert len(commits(path)) == 1
 
 
+@pytest.mark.compat
 def test_merge_schema_adds_columns_and_fills_missing_ones(engine, spark, tmp_path):
     path = str(tmp_path / "t")
     engine.write(orders(spark, 10), path)
@@ -369,6 +370,7 @@ def test_native_without_jars_is_a_one_line_error():
     assert "spark.jars" in message and "embedded" in message
 
 
+@pytest.mark.compat
 def test_merge_upserts_on_its_keys_in_one_commit_and_replays_are_skipped(engine, spark, tmp_path):
     path = str(tmp_path / "t")
     rows = [(1, "ann"), (2, "bob")]

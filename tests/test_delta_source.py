@@ -36,6 +36,7 @@ def target_ids(ws):
     return sorted(r.id for r in delta_engine(ws.spark, mode="embedded").read(ws.target).collect())
 
 
+@pytest.mark.compat
 def test_appends_are_read_once_up_to_the_pinned_version(ws, source):
     append(source, [1, 2])
     first = ws.run()
@@ -71,6 +72,7 @@ def test_rewrites_without_a_change_feed_are_an_error(ws, source):
     assert ws.store.bookmarks("copy")[0].state["version"] == 0
 
 
+@pytest.mark.compat
 def test_change_data_feed_gives_inserts_updates_and_deletes(ws, source):
     append(source, [1, 2, 3], configuration={"delta.enableChangeDataFeed": "true"})
     first = ws.run()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from state_tables.schemas import reference
 
 ROOT = Path(__file__).parents[1]
@@ -43,15 +45,18 @@ def _masked(text: str) -> list[str]:
     return re.sub(r"\b\d+(\.\d+)? s\b", "N s", text).strip().splitlines()
 
 
-def test_the_readme_example_runs_as_shown(tmp_path):
+@pytest.mark.compat
+@pytest.mark.parametrize("delta", ["auto", "embedded"])
+def test_the_readme_example_runs_as_shown(tmp_path, delta):
     """The files the README's example names are written as its code blocks show them, its
-    commands run in that directory, and their output is the README's."""
+    commands run in that directory, and their output is the README's; on the Delta path
+    of the conf (auto: native where Delta's jars are) and on the embedded one."""
     readme = README.read_text()
     for block in _blocks(readme, "python") + _blocks(readme, "yaml"):
         first, _, body = block.partition("\n")
         path = tmp_path / first.removeprefix("# ")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body)
+        path.write_text(body + (f"delta: {delta}\n" if path.name == "deltamark.yaml" else ""))
     [console] = _blocks(readme, "console")
     steps = re.split(r"^\$ ", console, flags=re.M)[1:]
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}

@@ -69,6 +69,7 @@ def copy_job(ws):
     return ws
 
 
+@pytest.mark.compat
 def test_a_crash_at_every_step_of_the_protocol_then_recovery(copy_job, delta_path):
     ws = copy_job
     for step in STEPS if delta_path == "native" or FULL_MATRIX else ENGINE_STEPS:

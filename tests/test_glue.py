@@ -90,6 +90,7 @@ def lake_rows(spark, lake, table, *columns):
             .select(*columns).collect()]
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, tmp_path):
     paths, land, run = glue_project
@@ -195,6 +196,7 @@ def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
         assert result.exit_code == 1 and message in result.output, result.output
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_dynamic_frame_methods(spark):
     from framework.glue import DynamicFrame
@@ -517,6 +519,7 @@ def run_published(conf, tmp_path, name, replace):
                                     "--arg", f"JOB_NAME={script.stem}"])
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(
         spark, tmp_path, medicare_catalog):

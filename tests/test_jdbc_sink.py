@@ -100,6 +100,7 @@ def database_rows(db) -> list[tuple]:
     return sorted(db.query("SELECT order_id, amount FROM sales.orders"))
 
 
+@pytest.mark.compat
 def test_a_database_sink_appends_each_run_once_through_crashes(spark, project):
     db = project[0]
     land(project, "1.json", 1, 2)

@@ -85,6 +85,7 @@ def test_rows_inserted_during_a_run_wait_for_the_next_run(ws, database):
     assert target(ws, "id") == [(i,) for i in range(1, 5)]
 
 
+@pytest.mark.compat
 def test_an_updated_at_key_with_lookback_merges_updates_and_late_rows(ws, database):
     database.execute(
         "CREATE TABLE customers (id INTEGER PRIMARY KEY, name VARCHAR(20), "

@@ -24,6 +24,8 @@ from framework.sinks.delta import app_id
 
 pytestmark = pytest.mark.spark
 
+
+@pytest.mark.compat
 def test_enable_reads_each_file_once_and_records_the_run(ws):
     ws.declare()
     ws.land()
@@ -195,6 +197,7 @@ def test_pause_reads_new_input_without_advancing(ws):
     assert ws.store.bookmarks("copy") == []
 
 
+@pytest.mark.compat
 def test_pause_from_to_reads_exactly_the_input_between_two_runs(ws):
     ws.declare()
     run_ids = []

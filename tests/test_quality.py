@@ -167,6 +167,7 @@ HOSTILE_RULES = [
 ]
 
 
+@pytest.mark.compat
 def test_one_pass_counts_are_the_ones_great_expectations_measures(spark, monkeypatch):
     """The gate's one pass answers GX's metrics; GX alone gives the same results."""
     from framework.quality import gate
@@ -331,6 +332,7 @@ def table_rows(ws, path, *columns):
     return sorted(tuple(r) for r in df.select(*columns).collect())
 
 
+@pytest.mark.compat
 def test_fail_policy_writes_nothing_and_keeps_the_bookmark(ws):
     _declare(ws, "fail")
     land_orders(ws, GOOD)
@@ -395,6 +397,7 @@ def test_a_rejection_rolls_back_the_runs_earlier_writes_and_is_not_replayed(ws):
     assert table_rows(ws, archive, "order_id") == [(1,), (2,)]
 
 
+@pytest.mark.compat
 def test_quarantine_policy_splits_rows_and_counts_add_up(ws):
     _declare(ws, "quarantine")
     land_orders(ws, GOOD + BAD)

@@ -36,6 +36,7 @@ def collected(df) -> list[tuple]:
     return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
+@pytest.mark.compat
 def test_glue_layout_root_children_and_keys(spark):
     tables = relationalize(spark.createDataFrame(ORDERS, ORDER), "orders",
                            key_columns=["order_id"])

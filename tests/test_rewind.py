@@ -51,6 +51,7 @@ def test_rewind_resumes_from_that_run_and_is_recorded(ws, three_runs):
                       ("rewind", 3, True), ("commit", 4, True)]
 
 
+@pytest.mark.compat
 def test_rewind_with_restore_targets_keeps_the_target_exactly_once(ws, three_runs, delta_path):
     done = admin.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
     [restored] = done.restored

@@ -48,6 +48,7 @@ def state_on_s3(ws, bucket: str, delta: str = "auto") -> str:
     return state
 
 
+@pytest.mark.compat
 @pytest.mark.parametrize("delta", ["native", "embedded"])
 def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, delta):
     state = state_on_s3(ws, bucket, delta)

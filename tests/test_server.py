@@ -112,6 +112,7 @@ def test_a_timed_out_job_s_spark_jobs_are_cancelled(project):
     assert time.monotonic() - started < 90
 
 
+@pytest.mark.compat
 def test_a_kept_server_runs_deltamark_run_and_workflows(project, runtime):
     ws = project
     ws.declare(name="copy", cls="CopyFiles")

@@ -23,6 +23,7 @@ def land_events(ws, name, *pairs):
         for i, m in pairs))
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_a_run_records_a_watermark_the_next_run_filters_with(ws):
     ws.declare(cls="WatermarkedCopy")

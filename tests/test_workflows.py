@@ -100,6 +100,7 @@ def test_validation_reports_every_problem_naming_the_file(project):
     assert "jobs.h: unreachable" in problems
 
 
+@pytest.mark.compat
 def test_a_run_follows_and_any_conditions_skips_branches_and_passes_properties(project):
     declare(project, "diamond", DIAMOND)
     report = run_workflow(project.settings, "diamond", args={"batch": "42"})
