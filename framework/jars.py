@@ -40,8 +40,8 @@ def pom(line: SparkLine, *, hadoop: str | None = None) -> str:
     """The Maven pom whose runtime dependencies are the jars deltamark adds to ``line``
     (``hadoop``: the Hadoop its Spark ships, when it differs from the line's)."""
     delta = "" if line.delta is None else _dependency("io.delta", *line.delta, exclusions=(
-        # pyspark routes commons-logging through jcl-over-slf4j; RoaringBitmap 1.x needs
-        # no shims
+        # pyspark routes commons-logging through jcl-over-slf4j, and ships RoaringBitmap's
+        # shims where its RoaringBitmap needs them
         ("commons-logging", "commons-logging"), ("org.roaringbitmap", "shims")))
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <!-- The jars deltamark adds to Spark {line.name} (framework/jars.py) -->
@@ -83,7 +83,8 @@ def class_path() -> str:
 
 def resolve(spark_version: str | None = None, *, into: Path | None = None) -> list[Path]:
     """Resolve, with ``mvn``, the jars for Spark ``spark_version`` (default: the installed
-    pyspark's, into the virtualenv, unless resolved already) into ``into``.
+    pyspark's) into the directory ``into`` (made if missing; other files in it are left
+    alone), or else into the virtualenv, unless they are resolved there already.
 
     Raises:
         SparkVersionError: the version is not of a supported line (or pyspark is missing).
@@ -98,10 +99,10 @@ def resolve(spark_version: str | None = None, *, into: Path | None = None) -> li
         text, shipped = _installed_pom(), set(_pyspark_jars())
     else:
         text, shipped = pom(line_of(spark_version)), set(_EVERY_SPARK_SHIPS)
-    directory = into or _directory()
     mvn = shutil.which("mvn")
     if mvn is None:
         raise RuntimeError("mvn not found on PATH (apt-get install maven)")
+    directory = into or _directory()
     directory.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=directory.parent, prefix="jars-") as partial:
         os.chmod(partial, 0o755)  # readable by Spark workers running as other users
@@ -115,10 +116,16 @@ def resolve(spark_version: str | None = None, *, into: Path | None = None) -> li
         if done.returncode:
             raise RuntimeError(f"mvn failed: {_first_error(done.stdout + done.stderr)}")
         pom_file.unlink()
+        resolved = sorted(Path(partial).glob("*.jar"))
+        if into is not None:  # a directory of the user's: add the jars, remove nothing
+            into.mkdir(parents=True, exist_ok=True)
+            for jar in resolved:
+                os.replace(jar, into / jar.name)
+            return [into / jar.name for jar in resolved]
         (Path(partial) / _marker(text)).touch()
         shutil.rmtree(directory, ignore_errors=True)
         os.rename(partial, directory)
-    return sorted(directory.glob("*.jar"))
+    return installed()
 
 
 def _installed_pom() -> str:

@@ -87,6 +87,8 @@ def test_a_cluster_gets_the_jar_set_of_its_spark_version_for_spark_submit(tmp_pa
     SDK it was built against, and nothing every Spark ships."""
     if jars.shutil.which("mvn") is None:
         unavailable("mvn is not installed (the set-up's apt-get install maven)")
+    (tmp_path / "jars").mkdir()
+    (tmp_path / "jars" / "mine.jar").write_bytes(b"")  # a file of the user's, kept
     done = subprocess.run([sys.executable, "-m", "framework.jars", "--spark", "3.5.4",
                            "--into", str(tmp_path / "jars")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -95,7 +97,7 @@ def test_a_cluster_gets_the_jar_set_of_its_spark_version_for_spark_submit(tmp_pa
             "spark-avro_2.12-3.5.7.jar"} <= names
     assert any(name.startswith("aws-java-sdk-bundle-") for name in names)
     assert not [name for name in names if name.startswith(("scala-", "spark-tags", "antlr"))]
-    assert names == {path.name for path in (tmp_path / "jars").glob("*.jar")}
+    assert names | {"mine.jar"} == {path.name for path in (tmp_path / "jars").glob("*.jar")}
 
 
 def test_installing_deltamark_brings_no_pyspark_of_its_own():
