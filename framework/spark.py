@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from framework import jars, local_jvm, storage
 from framework.config import Settings
 from framework.errors import SparkStartError
-from framework.spark_lines import spark_line
+from framework.spark_lines import at_least, spark_line
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -210,7 +210,7 @@ def named_column(name: str) -> Column:
 
 def to_arrow(df: DataFrame) -> pa.Table:
     """``df``'s rows as an Arrow table, collected to the driver (``DataFrame.toArrow``)."""
-    if hasattr(df, "toArrow"):  # Spark 4
+    if at_least("4.0"):
         return df.toArrow()
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -224,7 +224,7 @@ def try_cast(column: str, to: DataType | str) -> Column:
     ``try_cast`` on Spark 3.5)."""
     from pyspark.sql import functions as F
 
-    if _spark_4():
+    if at_least("4.0"):
         return F.col(column).try_cast(to)
     return F.expr(f"try_cast({column} AS {to if isinstance(to, str) else to.simpleString()})")
 
@@ -235,10 +235,4 @@ def inheriting_threads(spark: SparkSession) -> Callable[[Callable[[], object]],
     local properties (scheduler pool, job group) and, on Spark 4, the session's tags."""
     from pyspark.util import inheritable_thread_target
 
-    return inheritable_thread_target(spark) if _spark_4() else inheritable_thread_target
-
-
-def _spark_4() -> bool:
-    from pyspark import __version__
-
-    return int(__version__.split(".")[0]) >= 4
+    return inheritable_thread_target(spark) if at_least("4.0") else inheritable_thread_target

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from framework.errors import SparkFeatureError, SparkVersionError
 
-__all__ = ["LINES", "SUPPORTED", "SparkLine", "installed_version", "lacking", "line_of",
-           "require", "spark_line"]
+__all__ = ["LINES", "SUPPORTED", "SparkLine", "at_least", "installed_version", "lacking",
+           "line_of", "require", "spark_line"]
 
 
 @dataclass(frozen=True)
@@ -96,12 +96,18 @@ def spark_line() -> SparkLine:
     return line_of(version)
 
 
+def at_least(since: str) -> bool:
+    """Whether the installed Spark is ``since`` or newer (True when pyspark is missing:
+    ``spark_line`` refuses that where it matters)."""
+    version = installed_version()
+    return version is None or _numbers(version) >= _numbers(since)
+
+
 def lacking(feature: str, *, since: str) -> str | None:
     """Why ``feature`` cannot run on the installed Spark, older than ``since``; else None."""
-    version = installed_version()
-    if version is None or _numbers(version) >= _numbers(since):
+    if at_least(since):
         return None
-    return f"{feature}: needs Spark {since} or newer (this is Spark {version})"
+    return f"{feature}: needs Spark {since} or newer (this is Spark {installed_version()})"
 
 
 def require(feature: str, *, since: str) -> None:
