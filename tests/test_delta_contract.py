@@ -370,6 +370,16 @@ def test_native_without_jars_is_a_one_line_error():
     assert "spark.jars" in message and "embedded" in message
 
 
+def test_a_merge_into_a_table_named_by_a_relative_path(engine, spark, tmp_path):
+    """As jobs name their targets (``lake/customers``, relative to where they run: here,
+    where this process and its JVM run)."""
+    path = os.path.relpath(tmp_path / "t")
+    engine.write(spark.createDataFrame([(1, "ann")], "id INT, name STRING"), path)
+    engine.write(spark.createDataFrame([(1, "anne"), (2, "bob")], "id INT, name STRING"),
+                 path, mode="merge", merge_on=["id"])
+    assert sorted(map(tuple, engine.read(path).collect())) == [(1, "anne"), (2, "bob")]
+
+
 @pytest.mark.compat
 def test_merge_upserts_on_its_keys_in_one_commit_and_replays_are_skipped(engine, spark, tmp_path):
     path = str(tmp_path / "t")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
 from framework.delta.embedded import read_data_files
@@ -99,14 +100,16 @@ class NativeEngine(DeltaEngine):
             conf["spark.databricks.delta.commitInfo.userMetadata"] = json.dumps(
                 dict(metadata), default=str)
         # SQL rather than delta-spark's Python DeltaTable: that package pins one pyspark,
-        # while Delta's SQL is the same on every Spark line
+        # while Delta's SQL is the same on every Spark line. Delta takes delta.`path` for a
+        # table only when the path is absolute (a relative one is read as a file query).
+        table = storage.local_path(path) if storage.is_local(path) else path
         source = f"deltamark_merge_{uuid.uuid4().hex}"
         condition = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in keys)
         df.createOrReplaceTempView(source)
         try:
             with temporary_conf(self.spark, conf):
                 self.spark.sql(
-                    f"MERGE INTO delta.{quoted(path)} AS t USING {source} AS s ON {condition} "
+                    f"MERGE INTO delta.{quoted(table)} AS t USING {source} AS s ON {condition} "
                     "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
         finally:
             self.spark.catalog.dropTempView(source)
