@@ -186,7 +186,7 @@ def _main(argv: list[str]) -> int:
     what = f"Spark jars (Delta, S3A, Avro) for Spark {args.spark or installed_version()}"
     try:
         found = resolve(args.spark, into=args.into.resolve() if args.into else None)
-    except (RuntimeError, SparkVersionError) as exc:
+    except (OSError, RuntimeError, SparkVersionError) as exc:
         print(f"{what}: not installed ({exc}); the native Delta path, s3:// on Spark and "
               "Spark's Avro reader need them, the embedded path works", file=sys.stderr)
         return 1 if args.into else 0
