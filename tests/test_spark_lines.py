@@ -6,6 +6,7 @@ import importlib.metadata
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,18 @@ def test_the_jar_command_refuses_an_unsupported_spark_in_one_line(tmp_path):
         "supported: deltamark runs on Spark 3.5 to 4.3. Install a pyspark of those lines, "
         "or run on a cluster of one); the native Delta path, s3:// on Spark and Spark's "
         "Avro reader need them, the embedded path works"]
+
+
+def test_the_support_table_of_the_docs_is_the_code_s():
+    """docs/spark-versions.md's table says, line by line, what ``LINES`` holds."""
+    page = (Path(__file__).parents[1] / "docs" / "spark-versions.md").read_text()
+    rows = {cells[0]: cells for line in page.splitlines() if line.startswith("| ")
+            and (cells := [c.strip() for c in line.strip("|").split("|")])[0] in LINES}
+    assert set(rows) == set(LINES)
+    for name, line in LINES.items():
+        _, scala, native, embedded, pythons, *_ = rows[name]
+        assert (scala, embedded, pythons) == (line.scala, "yes", line.pythons)
+        if line.delta is None:
+            assert native.startswith("none")
+        else:
+            assert native == f"Delta {line.delta[1]} (`{line.delta[0]}`)"
