@@ -23,8 +23,8 @@ from urllib.parse import urlencode
 
 import pyarrow.fs as pafs
 
-__all__ = ["BucketSettings", "configure", "delta_options", "exists", "filesystem", "is_local",
-           "join", "local_path", "object_store", "read_bytes", "spark_conf"]
+__all__ = ["BucketSettings", "absolute", "configure", "delta_options", "exists", "filesystem",
+           "is_local", "join", "local_path", "object_store", "read_bytes", "spark_conf"]
 
 S3_SCHEMES = ("s3", "s3a", "s3n")
 
@@ -60,6 +60,11 @@ def local_path(uri: str | os.PathLike[str]) -> str:
     text = os.fspath(uri)
     return os.path.abspath(text.removeprefix("file://") if text.startswith("file://")
                            else text.removeprefix("file:"))
+
+
+def absolute(uri: str | os.PathLike[str]) -> str:
+    """A local ``uri`` as an absolute path; an object-store URI as given."""
+    return local_path(uri) if is_local(uri) else os.fspath(uri)
 
 
 def join(root: str | os.PathLike[str], *parts: str) -> str:

@@ -69,7 +69,7 @@ class EmbeddedEngine(DeltaEngine):
     def read(self, path: str, *, version: int | None = None,
              timestamp: dt.datetime | str | None = None, filters: Sequence[F.Filter] = ()
              ) -> DataFrame:
-        snap = log.snapshot(_table_uri(path), version=version, timestamp=timestamp)
+        snap = log.snapshot(storage.absolute(path), version=version, timestamp=timestamp)
         if unsupported := snap.unsupported_features():
             raise UnsupportedTableFeatureError(path, unsupported)
         schema = spark_schema(snap.schema_json)
@@ -84,7 +84,7 @@ class EmbeddedEngine(DeltaEngine):
     def can_write(self, path: str) -> bool:
         """Whether this path writes the table ``path`` (absent: it would create it) as
         delta-spark would, i.e. it has no feature this path refuses to write."""
-        root = _table_uri(path)
+        root = storage.absolute(path)
         return not log.is_table(root) or not _not_written(log.snapshot(root))
 
     # --- write -----------------------------------------------------------------------
@@ -95,7 +95,7 @@ class EmbeddedEngine(DeltaEngine):
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         if current is not None:
             df = _checked(path, df, current)
-        root = _table_uri(path)
+        root = storage.absolute(path)
         fs, base, spark_uri = storage.filesystem(root)
         staging = _new_staging_dir(fs, base, txn)
         placed: list[str] = []
@@ -138,7 +138,7 @@ class EmbeddedEngine(DeltaEngine):
                merge_schema: bool, txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         # delta-rs merges on the driver: fine for increments, which merges are for.
-        root = _table_uri(path)
+        root = storage.absolute(path)
         with _constraints_kept(path):
             rows = to_arrow(_checked(path, df, current))
         before_commit()
@@ -224,11 +224,6 @@ def _not_null(fields: Sequence[Any], parent: tuple[str, ...] = ()
             yield path
         if isinstance(field.dataType, StructType):
             yield from _not_null(field.dataType.fields, path)
-
-
-def _table_uri(path: str) -> str:
-    """A local table's absolute path; an object-store table's URI as given."""
-    return storage.local_path(path) if storage.is_local(path) else str(path)
 
 
 def _check_hive_layout(path: str, snap: Snapshot, files: Sequence[str]) -> None:

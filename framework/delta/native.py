@@ -102,7 +102,7 @@ class NativeEngine(DeltaEngine):
         # SQL rather than delta-spark's Python DeltaTable: that package pins one pyspark,
         # while Delta's SQL is the same on every Spark line. Delta takes delta.`path` for a
         # table only when the path is absolute (a relative one is read as a file query).
-        table = storage.local_path(path) if storage.is_local(path) else path
+        table = storage.absolute(path)
         source = f"deltamark_merge_{uuid.uuid4().hex}"
         condition = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in keys)
         df.createOrReplaceTempView(source)
