@@ -71,8 +71,8 @@ def evaluate(df: DataFrame, ruleset: RuleSet, *, measured: Measured | None = Non
     # Rules may share an expectation (IsPrimaryKey and IsUnique); GX runs each once.
     unique = list(dict.fromkeys(_key(e) for rule in ruleset.rules for e in rule.expectations))
     found = _validate(df, unique, measured or measure(df, ruleset.rules))
-    actual_types = {f.name: f.dataType.simpleString() for f in df.schema.fields}
     fields = {f.name: f.dataType for f in df.schema.fields}
+    actual_types = {name: kind.simpleString() for name, kind in fields.items()}
     outcomes = []
     for rule in ruleset.rules:
         outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations])
