@@ -2,7 +2,8 @@
 # What only the tests need, beside .venv:
 # - Apache Airflow 3 from PyPI in a virtualenv of its own (.venv/airflow: Airflow's
 #   dependencies stay apart from deltamark's), for the Airflow export's tests (~40 s once);
-# - Debian's Chromium, which the operations page's browser tests drive (needs root or sudo).
+# - Debian's Chromium, which the operations page's browser tests drive, and rsync, which
+#   copies a landing tree in as users do (both need root or sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AIRFLOW_VERSION=3.3.2
@@ -11,15 +12,18 @@ if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION"
   .venv/airflow/bin/python -m pip install --quiet --disable-pip-version-check \
     "apache-airflow==$AIRFLOW_VERSION"
 fi
-if [ ! -x /usr/bin/chromium ]; then
+packages=()
+[ -x /usr/bin/chromium ] || packages+=(chromium)
+command -v rsync >/dev/null || packages+=(rsync)
+if [ ${#packages[@]} -gt 0 ]; then
   as_root=""; [ "$(id -u)" -eq 0 ] || as_root="sudo -n"
   if command -v apt-get >/dev/null && $as_root true 2>/dev/null; then
-    echo "test tools: installing chromium"
+    echo "test tools: installing ${packages[*]}"
     $as_root apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $as_root apt-get install -y -qq --no-install-recommends \
-      chromium >/dev/null
+      "${packages[@]}" >/dev/null
   else
-    echo "test tools: cannot install chromium (needs apt-get and root or sudo); the" \
-         "operations page's browser tests need it" >&2
+    echo "test tools: cannot install ${packages[*]} (needs apt-get and root or sudo); the" \
+         "operations page's browser tests and the landing-copy tests need them" >&2
   fi
 fi

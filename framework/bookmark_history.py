@@ -6,8 +6,6 @@ decides whether there is anything new (``framework.preflight``): both see the sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from framework.errors import SourceError
 from framework.sources import files
 from framework.sources.state import BookmarkState, decode
@@ -52,14 +50,5 @@ class BookmarkHistory:
         if history is None:
             return None
         state = decode(files.SOURCE_KIND, history.current.state)
-        valid = history.valid_runs  # the older runs are read only if a file needs them
-        read = self.store.processed_files(self.job, context, run_seqs=valid,
-                                          modified_after_ms=state.settled_ms)
-        window = {f.path: (f.modified_ms, f.size)
-                  for f in sorted(read, key=lambda f: f.run_seq)}
-
-        def seen(paths: Sequence[str]) -> set[str]:
-            return {f.path for f in self.store.processed_files(
-                self.job, context, paths=paths, run_seqs=valid)}
-
-        return files.FileBookmark(state=state, window=window, seen=seen)
+        tracked = self.store.tracked_files(self.job, context, history.valid_runs)
+        return files.FileBookmark(state=state, tracked=tracked)

@@ -49,7 +49,13 @@ from framework.sinks import parquet
 from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
-from framework.sources.files import FileBookmark, FileFormat, FilePlan, RewritePolicy
+from framework.sources.files import (
+    FileBookmark,
+    FileFormat,
+    FilePlan,
+    ListingMode,
+    RewritePolicy,
+)
 from framework.sources.malformed import BadRecords
 from framework.spark import named_column
 from framework.target_runs import RunOutputs, check_target_write
@@ -67,6 +73,7 @@ __all__ = ["Connections", "IncrementalJob", "JobContext", "TargetWriteHooks"]
 
 #: Resolves a connection name from conf (or a jdbc: URL) to a ``jdbc.Connection``.
 Connections = Callable[[str], jdbc.Connection]
+MILLISECOND = timedelta(milliseconds=1)
 
 
 class IncrementalJob(ABC):
@@ -172,7 +179,9 @@ class JobContext:
         bounded_files: int | None = None,
         bounded_size: int | None = None,
         rewritten: RewritePolicy = "ignore",
-        max_band: timedelta = timedelta(minutes=15),
+        max_file_age: timedelta | None = None,
+        listing: ListingMode = "full",
+        reconcile_every: timedelta = timedelta(days=1),
         lineage_column: str | None = None,
         bad_records: BadRecords = "fail",
         bad_records_table: str | None = None,
@@ -194,7 +203,16 @@ class JobContext:
             bounded_files, bounded_size: read at most this many files / bytes, oldest
                 first; the rest waits for later runs.
             rewritten: a file read before that changed since: ``ignore`` or ``reprocess``.
-            max_band: the late-file window (Glue's maxBand).
+            max_file_age: new files modified longer ago than this are not read (as
+                Glue's and Structured Streaming's); each is tracked as ``too_old``,
+                counted and named in the log. None (default): every new file is read,
+                whatever its modification time.
+            listing: ``full`` (every file under ``paths``, every run), ``start_after``
+                (keys that arrive in lexical order: only those after the greatest seen)
+                or ``partitions`` (date-named or ``key=value`` directories: the one
+                holding the greatest key seen, and those after it).
+            reconcile_every: a partial listing mode lists in full this often; a file it
+                finds is read like any new one.
             lineage_column: add the source file's URI to each row under this name.
             bad_records: what a malformed JSON, CSV or XML record does: ``fail`` the run
                 (naming the file), ``drop`` it (counted as ``malformed`` in the run's
@@ -214,15 +232,17 @@ class JobContext:
             options={str(k): text_value(v) for k, v in (options or {}).items()},
             schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
-            max_band_ms=int(max_band.total_seconds() * 1000), lineage_column=lineage_column,
+            max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),
+            listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND),
+            lineage_column=lineage_column,
             bad_records=bad_records, bad_records_table=bad_records_table)
         if problems := source.problems():
             raise SourceError(self.job_name, context, "; ".join(problems))
 
         def plan_files(start: FileBookmark | None, end: FileBookmark | None,
                        advance: bool) -> FilePlan:
-            try:
-                listed = files.list_files(source)
+            try:  # a pause range lists in full: its bounds are two runs' bookmarks
+                listed = files.list_files(source, start if advance else None)
             except (OSError, ValueError) as exc:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
             return files.plan_files(listed, source, start=start, end=end, advance=advance)
@@ -232,10 +252,17 @@ class JobContext:
             pinned=lambda read: FilePlan(files=read.files, listed=len(read.files),
                                          state=read.state))
         self.run_plan.add(SourceRead(context, files.SOURCE_KIND, plan.counts(), plan.state,
-                                     plan.files, plan.carried, nothing=not plan.files,
+                                     plan.files, plan.set_aside, nothing=not plan.files,
                                      description=source.description() if bookmark else None))
-        self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs",
-                      context, len(plan.files), plan.listed, plan.bytes, plan.backlog)
+        self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs%s",
+                      context, len(plan.files), plan.listed, plan.bytes, plan.backlog,
+                      "" if plan.complete else " (listed from the bookmark's last key)")
+        for why, outcome in (("older than max_file_age", "too_old"),
+                             ("rewritten since read (rewritten='ignore')", "rewritten")):
+            if named := [s.file.path for s in plan.set_aside if s.outcome == outcome]:
+                self.log.warning("%s: %d files %s, not read: %s%s", context, len(named),
+                                 why, ", ".join(named[:10]),
+                                 f" and {len(named) - 10} more" if len(named) > 10 else "")
         try:
             df = files.read_files(self.spark, source, plan)
             if source.bad_records == "fail" or not malformed.applies(source.format,

@@ -33,8 +33,8 @@ class SourceRead:
     counts: Mapping[str, int]
     state: BookmarkState | None
     files_read: tuple[files.ListedFile, ...] = ()
-    #: files earlier runs read that ``state`` still tracks by name (``FilePlan.carried``)
-    carried: tuple[files.ListedFile, ...] = ()
+    #: files tracked without being read (``FilePlan.set_aside``)
+    set_aside: tuple[files.SetAside, ...] = ()
     #: rows read in earlier runs are read again (a lookback): appending them duplicates
     rereads: bool = False
     #: how to plan this source again without Spark (``framework.preflight``); None: it
@@ -161,6 +161,11 @@ class RunPlan:
     def planned_files(self) -> dict[str, list[str]]:
         return {r.context: [f.path for f in r.files_read] for r in self.reads.values()}
 
+    def set_aside(self) -> dict[str, list[tuple[str, str]]]:
+        """Each context's files tracked without being read: (path, outcome)."""
+        return {r.context: [(s.file.path, s.outcome) for s in r.set_aside]
+                for r in self.reads.values() if r.set_aside}
+
     def unpersisted(self) -> tuple[list[Bookmark], list[ProcessedFile], list[Watermark]]:
         """The bookmark rows, processed files and watermarks not yet written to the state
         tables, which are now taken as written (the runner writes them)."""
@@ -172,12 +177,9 @@ class RunPlan:
 
     def record(self) -> dict[str, Any]:
         """What this run's target commits carry (``target_runs.run_record``)."""
-        bookmarks, read = self._rows(self.reads.values())
-        carried = [self._processed(r.context, f) for r in self.reads.values()
-                   for f in r.carried]
+        bookmarks, tracked = self._rows(self.reads.values())
         return run_record(self.run.job, self.run.run_id, self.run.run_seq,
-                          "pause" if self.held else self.options.mode, bookmarks,
-                          read + carried,
+                          "pause" if self.held else self.options.mode, bookmarks, tracked,
                           self.watermarks.values())
 
     def _rows(self, reads: Iterable[SourceRead]) -> tuple[list[Bookmark], list[ProcessedFile]]:
@@ -185,10 +187,12 @@ class RunPlan:
                               run_seq=self.run.run_seq, source_kind=r.kind,
                               state=encode(r.state))
                      for r in reads if r.state is not None]
-        processed = [self._processed(r.context, f) for r in reads for f in r.files_read]
-        return bookmarks, processed
+        tracked = [self._tracked(r.context, f, "read") for r in reads for f in r.files_read]
+        tracked += [self._tracked(r.context, s.file, s.outcome) for r in reads
+                    for s in r.set_aside]
+        return bookmarks, tracked
 
-    def _processed(self, context: str, read: files.ListedFile) -> ProcessedFile:
+    def _tracked(self, context: str, file: files.ListedFile, outcome: str) -> ProcessedFile:
         return ProcessedFile(job=self.run.job, context=context, run_id=self.run.run_id,
-                             run_seq=self.run.run_seq, path=read.path, size=read.size,
-                             modified_ms=read.modified_ms)
+                             run_seq=self.run.run_seq, path=file.path, size=file.size,
+                             modified_ms=file.modified_ms, outcome=outcome)

@@ -106,6 +106,8 @@ class RunReport:
     inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     planned_files: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    #: context -> the files it tracked without reading them: (path, outcome)
+    set_aside: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
     recovered: Recovery | None = None
     #: run properties the job published (``ctx.publish``)
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -204,7 +206,8 @@ def run_job(
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
                      inputs=ctx.run_plan.inputs(), outputs=ctx.outputs(),
-                     planned_files=ctx.run_plan.planned_files(), recovered=recovered,
+                     planned_files=ctx.run_plan.planned_files(),
+                     set_aside=ctx.run_plan.set_aside(), recovered=recovered,
                      properties=ctx.published(), preflight=ahead.reason)
 
 

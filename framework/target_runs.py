@@ -18,9 +18,8 @@ from typing import Any
 from framework.errors import JobError, StateBehindTargetsError
 from framework.sinks import Target, target_of
 from framework.sinks.jdbc import DatabaseTargets
-from framework.sinks.target import MAX_WINDOW_FILES, TargetRun
-from framework.sources.files import FileState
-from framework.sources.state import decode
+from framework.sinks.target import MAX_RECORDED_FILES, TargetRun
+from framework.sources.files import SOURCE_KIND as files_kind
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 
 __all__ = ["RunOutputs", "attempted_targets", "check_state_knows", "check_target_write",
@@ -86,16 +85,16 @@ def run_record(job: str, run_id: str, run_seq: int, mode: str,
                bookmarks: Sequence[Bookmark], files: Sequence[ProcessedFile],
                watermarks: Iterable[Watermark]) -> dict[str, Any]:
     """What a target commit of the run carries: its identity and mode, its bookmarks, the
-    files each file bookmark tracks by name (read with a modification time after its
-    settled time; None when there are more than ``MAX_WINDOW_FILES``) and its watermarks.
+    files each file context tracked in the run (None when there are more than
+    ``MAX_RECORDED_FILES``) and its watermarks.
     """
     contexts: dict[str, Any] = {}
     for b in bookmarks:
         entry: dict[str, Any] = {"kind": b.source_kind, "state": dict(b.state)}
-        if isinstance(state := decode(b.source_kind, b.state), FileState):
-            window = [[f.path, f.size, f.modified_ms] for f in files
-                      if f.context == b.context and f.modified_ms > state.settled_ms]
-            entry["window"] = window if len(window) <= MAX_WINDOW_FILES else None
+        if b.source_kind == files_kind:
+            tracked = [[f.path, f.size, f.modified_ms, f.outcome] for f in files
+                       if f.context == b.context]
+            entry["files"] = tracked if len(tracked) <= MAX_RECORDED_FILES else None
         contexts[b.context] = entry
     return {"job": job, "run_id": run_id, "run_seq": run_seq, "mode": mode,
             "bookmarks": contexts,

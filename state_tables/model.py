@@ -69,7 +69,8 @@ class Bookmark:
 
 @dataclass(frozen=True)
 class ProcessedFile:
-    """A file one context of a job read in one run (``modified_ms``: epoch milliseconds)."""
+    """A file one context of a job tracked in one run (``modified_ms``: epoch
+    milliseconds): read, or set aside (``outcome``: too_old, rewritten, adopted)."""
 
     job: str
     context: str
@@ -78,6 +79,7 @@ class ProcessedFile:
     path: str
     size: int
     modified_ms: int
+    outcome: str = "read"
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,8 @@ BOOKMARKS = StateTable(
 
 PROCESSED_FILES = StateTable(
     name="processed_files",
-    row="one row per job, context, run and file read",
-    version=1,
+    row="one row per job, context, run and file tracked (read, or set aside)",
+    version=2,
     columns=(
         ("schema_version", pa.int32(), False, "version of this row's layout"),
         ("job", pa.string(), False, "job name"),
@@ -106,6 +106,9 @@ PROCESSED_FILES = StateTable(
         ("path", pa.string(), False, "the file's full path or URI"),
         ("size", pa.int64(), False, "its size in bytes when read"),
         ("modified_ms", pa.int64(), False, "its modification time when read (epoch ms)"),
+        ("outcome", pa.string(), True, "read | too_old (older than max_file_age: not read) "
+         "| rewritten (changed since read, policy ignore: not read again) | adopted "
+         "(counted as processed by a bookmark from before deltamark tracked every file)"),
     ),
 )
 
@@ -199,7 +202,7 @@ MIGRATIONS: Mapping[str, Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]
                         "properties": row.get("properties") or "{}"},
     },
     "bookmarks": {1: lambda row: {**row, "restored_from_seq": None}},
-    "processed_files": {},
+    "processed_files": {1: lambda row: {**row, "outcome": row.get("outcome") or "read"}},
     "watermarks": {},
     "dq_results": {},
     "workflow_runs": {},

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from state_tables.errors import StateSchemaError
 from state_tables.model import (
     Bookmark,
     DqResult,
@@ -371,6 +372,26 @@ class StateStore:
         found = (_file(r) for r in _upgraded(PROCESSED_FILES, rows))
         return [f for f in found if run_seqs is None or f.run_seq in run_seqs]
 
+    def tracked_files(self, job: str, context: str, run_seqs: Set[int]) -> pa.Table:
+        """The files ``context`` of ``job`` tracked in the runs ``run_seqs``: a row per file
+        and run, with columns path, size, modified_ms and outcome, read as Arrow columns
+        (a context tracking a million files costs one read, no Python object a file).
+
+        Raises:
+            StateSchemaError: a row is newer than this deltamark.
+        """
+        rows = self._read_where(PROCESSED_FILES, [("job", "=", job), ("context", "=", context)],
+                                columns=["schema_version", "run_seq", "path", "size",
+                                         "modified_ms", "outcome"])
+        newest = pc.max(rows["schema_version"]).as_py() if len(rows) else None
+        if newest is not None and newest > PROCESSED_FILES.version:
+            raise StateSchemaError(PROCESSED_FILES.name, newest, PROCESSED_FILES.version)
+        rows = rows.filter(pc.is_in(rows["run_seq"], value_set=pa.array(sorted(run_seqs),
+                                                                         pa.int64())))
+        outcome = pc.fill_null(rows["outcome"], "read")  # rows of layout 1 are all read
+        return pa.table([rows["path"], rows["size"], rows["modified_ms"], outcome],
+                        names=["path", "size", "modified_ms", "outcome"])
+
     def run_plan(self, job: str, run_seq: int) -> tuple[list[Bookmark], list[ProcessedFile]]:
         """The bookmark states and files run ``run_seq`` pinned, whether it committed or not."""
         where = [("job", "=", job), ("run_seq", "=", run_seq)]
@@ -544,13 +565,13 @@ def _bookmark(row: dict[str, Any]) -> Bookmark:
 def _file_row(file: ProcessedFile) -> dict[str, Any]:
     return {"schema_version": PROCESSED_FILES.version, "job": file.job, "context": file.context,
             "run_id": file.run_id, "run_seq": file.run_seq, "path": file.path,
-            "size": file.size, "modified_ms": file.modified_ms}
+            "size": file.size, "modified_ms": file.modified_ms, "outcome": file.outcome}
 
 
 def _file(row: dict[str, Any]) -> ProcessedFile:
     return ProcessedFile(job=row["job"], context=row["context"], run_id=row["run_id"],
                          run_seq=row["run_seq"], path=row["path"], size=row["size"],
-                         modified_ms=row["modified_ms"])
+                         modified_ms=row["modified_ms"], outcome=row["outcome"])
 
 
 def _watermark_row(mark: Watermark) -> dict[str, Any]:

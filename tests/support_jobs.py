@@ -20,7 +20,10 @@ def read(ctx: JobContext, **overrides):
         bounded_files=int(p["bounded_files"]) if "bounded_files" in p else None,
         bounded_size=int(p["bounded_size"]) if "bounded_size" in p else None,
         rewritten=p.get("rewritten", "ignore"),
-        max_band=timedelta(seconds=float(p.get("max_band_s", 900))),
+        max_file_age=(timedelta(seconds=float(p["max_file_age_s"])) if "max_file_age_s" in p
+                      else None),
+        listing=p.get("listing", "full"),
+        reconcile_every=timedelta(seconds=float(p.get("reconcile_every_s", 86400))),
         lineage_column=p.get("lineage"), bad_records=p.get("bad_records", "fail"),
         bad_records_table=p.get("bad_records_table"))
     return ctx.read_files(p["landing"], **{**kwargs, **overrides})

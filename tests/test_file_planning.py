@@ -1,17 +1,28 @@
 """The file bookmark's planning rules, run by run, without Spark.
 
 Each run lists files, plans against the bookmark the previous runs committed, and commits
-the plan (state plus files read) the way the runner does.
+the plan (state plus files tracked) the way the runner does. Modification times are
+hostile on purpose: days old, in the future, equal to the last run's time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from framework.sources.files import FileBookmark, FileSource, FileState, ListedFile, plan_files
+import pyarrow as pa
+
+from framework.sources.file_listing import LISTED, Listing
+from framework.sources.files import (
+    TRACKED,
+    FileBookmark,
+    FileSource,
+    FileState,
+    ListedFile,
+    plan_files,
+)
 
 MINUTE = 60_000
-BAND = 15 * MINUTE
+DAY = 24 * 60 * MINUTE
 T = 1_800_000_000_000  # a fixed "now", epoch ms
 
 
@@ -19,33 +30,43 @@ def f(name: str, modified_ms: int, size: int = 10) -> ListedFile:
     return ListedFile(f"/in/{name}", size, modified_ms)
 
 
+def listing(files: list[ListedFile], *, complete: bool = True) -> Listing:
+    return Listing(pa.table({"path": [x.path for x in files], "size": [x.size for x in files],
+                             "modified_ms": [x.modified_ms for x in files],
+                             "root": [0] * len(files),
+                             "key": [x.path.removeprefix("/in/") for x in files]},
+                            schema=LISTED), complete=complete)
+
+
 @dataclass
 class Context:
     """One file context's committed history, like the bookmarks + processed_files tables."""
 
     state: FileState | None = None
-    read: list[tuple[ListedFile, int]] = field(default_factory=list)
+    tracked: list[tuple[ListedFile, str, int]] = field(default_factory=list)
     seq: int = 0
-    states: dict[int, tuple[FileState, int]] = field(default_factory=dict)
+    states: dict[int, FileState] = field(default_factory=dict)
+    last_plan: object = None
 
     def bookmark(self, up_to: int | None = None) -> FileBookmark | None:
         up_to = self.seq if up_to is None else up_to
         if up_to not in self.states:
             return None
-        state, _ = self.states[up_to]
-        mine = [(x, s) for x, s in self.read if s <= up_to]
-        window = {x.path: (x.modified_ms, x.size) for x, _ in mine
-                  if x.modified_ms > state.settled_ms}
-        return FileBookmark(state, window,
-                            lambda paths: {x.path for x, _ in mine if x.path in set(paths)})
+        mine = [(x, o) for x, o, s in self.tracked if s <= up_to]
+        rows = pa.table({"path": [x.path for x, _ in mine], "size": [x.size for x, _ in mine],
+                         "modified_ms": [x.modified_ms for x, _ in mine],
+                         "outcome": [o for _, o in mine]}, schema=TRACKED)
+        return FileBookmark(self.states[up_to], rows)
 
-    def run(self, listed, now, **options) -> list[str]:
+    def run(self, listed, now, *, complete: bool = True, **options) -> list[str]:
         source = FileSource(paths=("/in",), format="json", **options)
-        plan = plan_files(listed, source, start=self.bookmark(), advance=True, now_ms=now)
+        plan = plan_files(listing(listed, complete=complete), source, start=self.bookmark(),
+                          advance=True, now_ms=now)
         self.seq += 1
-        self.read += [(x, self.seq) for x in plan.files]
-        self.states[self.seq] = (plan.state, self.seq)
-        self.state = plan.state
+        self.tracked += [(x, "read", self.seq) for x in plan.files]
+        self.tracked += [(s.file, s.outcome, self.seq) for s in plan.set_aside]
+        self.states[self.seq] = self.state = plan.state
+        self.last_plan = plan
         return sorted(x.path.removeprefix("/in/") for x in plan.files)
 
 
@@ -69,31 +90,48 @@ def test_many_files_sharing_one_modification_time():
     assert ctx.run(second, T + 1000) == []
 
 
-def test_late_files_inside_the_window_are_read_older_ones_count_as_done():
+def test_a_file_landing_with_any_modification_time_is_read_once():
     ctx = Context()
-    assert ctx.run([f("new", T)], T) == ["new"]
-    late = f("late", T - 10 * MINUTE)  # modified before files already read, listed now
-    too_late = f("too_late", T - BAND - 2 * MINUTE)
-    assert ctx.run([f("new", T), late, too_late], T + MINUTE) == ["late"]
+    listed = [f("first", T)]
+    assert ctx.run(listed, T) == ["first"]
+    listed += [f("rsync_a", T - 2 * DAY),         # cp -p, rsync -a, tar x keep old times
+               f("future", T + 3 * DAY),          # a writer with a clock days ahead
+               f("same_ms_as_last_run", T),       # equal to the previous run's time
+               f("epoch", 0)]
+    assert ctx.run(listed, T + MINUTE) == ["epoch", "future", "rsync_a", "same_ms_as_last_run"]
+    assert ctx.run(listed, T + 2 * MINUTE) == []
+    assert ctx.run(listed, T + 5 * DAY) == []
 
 
-def test_the_window_is_configurable():
-    ctx = Context()
-    ctx.run([f("new", T)], T, max_band_ms=30 * MINUTE)
-    assert ctx.run([f("new", T), f("late", T - 20 * MINUTE)], T + MINUTE,
-                   max_band_ms=30 * MINUTE) == ["late"]
-
-
-def test_state_stays_compact_the_window_moves_on():
+def test_the_state_keeps_totals_the_files_are_tracked_by_name():
     ctx = Context()
     for hour in range(5):
-        now = T + hour * 60 * MINUTE
-        listed = [f(f"h{h}-{i}", T + h * 60 * MINUTE - 1000) for h in range(hour + 1)
+        listed = [f(f"h{h}-{i}", T + h * 60 * MINUTE) for h in range(hour + 1)
                   for i in range(20)]
-        assert len(ctx.run(listed, now)) == 20
-    assert ctx.state.settled_ms == T + 4 * 60 * MINUTE - BAND
-    assert len(ctx.bookmark().window) == 20  # only the newest hour is tracked by name
-    assert ctx.state.files_total == 100
+        assert len(ctx.run(listed, T + hour * 60 * MINUTE)) == 20
+    assert ctx.state == FileState(files_total=100, bytes_total=1000,
+                                  full_listing_ms=T + 4 * 60 * MINUTE)
+    assert len(ctx.bookmark().tracked) == 100
+
+
+def test_max_file_age_sets_old_files_aside_and_names_them_once():
+    ctx = Context()
+    old, fresh = f("old", T - 3 * DAY), f("fresh", T - MINUTE)
+    assert ctx.run([old, fresh], T, max_file_age_ms=DAY) == ["fresh"]
+    plan = ctx.last_plan
+    assert plan.counts()["too_old"] == 1 and [(s.file.path, s.outcome) for s in plan.set_aside] \
+        == [("/in/old", "too_old")]
+    assert ctx.state.too_old_total == 1
+    assert ctx.run([old, fresh], T + MINUTE, max_file_age_ms=DAY) == []
+    assert ctx.last_plan.set_aside == ()  # named once, in the run that found it
+    # Touched since (a fresh version of a file never read), it is read.
+    assert ctx.run([f("old", T + MINUTE), fresh], T + 2 * MINUTE, max_file_age_ms=DAY) == ["old"]
+
+
+def test_without_max_file_age_nothing_is_too_old():
+    ctx = Context()
+    assert ctx.run([f("ancient", 1)], T) == ["ancient"]
+    assert "too_old" not in ctx.last_plan.counts()
 
 
 def test_bounded_files_takes_the_oldest_first_and_splits_same_time_groups():
@@ -103,10 +141,11 @@ def test_bounded_files_takes_the_oldest_first_and_splits_same_time_groups():
     assert runs == [["00", "01", "02"], ["03", "04", "05"], ["06", "07", "08"], ["09"], []]
 
 
-def test_bounded_files_keeps_a_backlog_older_than_the_window():
+def test_bounded_files_keeps_a_backlog_of_old_files():
     ctx = Context()
     old = [f(f"old{i}", T - 5 * 60 * MINUTE + i) for i in range(6)]
     assert ctx.run(old, T, bounded_files=4) == ["old0", "old1", "old2", "old3"]
+    assert ctx.last_plan.backlog == 2
     assert ctx.run(old, T + 60 * MINUTE, bounded_files=4) == ["old4", "old5"]
 
 
@@ -117,19 +156,22 @@ def test_bounded_size_reads_at_least_one_file():
     assert ctx.run(listed, T, bounded_size=130) == ["c"]
 
 
-def test_rewritten_files_are_ignored_by_default():
+def test_rewritten_files_are_set_aside_by_default_and_named_once():
     ctx = Context()
-    ctx.run([f("a", T - MINUTE), f("old", T - 2 * BAND)], T)
-    rewritten = [f("a", T + MINUTE, 20), f("old", T + MINUTE, 20)]
-    source = FileSource(paths=("/in",), format="json")
-    plan = plan_files(rewritten, source, start=ctx.bookmark(), advance=True, now_ms=T + 2000)
-    assert plan.files == () and plan.rewritten == 2
+    ctx.run([f("a", T - MINUTE), f("old", T - 2 * DAY)], T)
+    # Rewritten: another size, or the same size with an older time (cp -p of an older copy).
+    rewritten = [f("a", T + MINUTE, 20), f("old", T - 3 * DAY)]
+    assert ctx.run(rewritten, T + 2 * MINUTE) == []
+    assert ctx.last_plan.rewritten == 2
+    assert sorted((s.file.path, s.outcome) for s in ctx.last_plan.set_aside) == [
+        ("/in/a", "rewritten"), ("/in/old", "rewritten")]
+    assert ctx.run(rewritten, T + 3 * MINUTE) == [] and ctx.last_plan.rewritten == 0
 
 
 def test_rewritten_files_are_read_again_with_reprocess():
     ctx = Context()
-    ctx.run([f("a", T - MINUTE), f("old", T - 2 * BAND)], T)
-    rewritten = [f("a", T + MINUTE, 20), f("old", T + MINUTE, 20)]
+    ctx.run([f("a", T - MINUTE), f("old", T - 2 * DAY)], T)
+    rewritten = [f("a", T + MINUTE, 20), f("old", T - 3 * DAY)]
     assert ctx.run(rewritten, T + 2 * MINUTE, rewritten="reprocess") == ["a", "old"]
     assert ctx.run(rewritten, T + 3 * MINUTE, rewritten="reprocess") == []
 
@@ -141,20 +183,58 @@ def test_pause_range_reads_what_run_to_had_and_run_from_had_not():
     ctx.run([a, b], T + MINUTE)
     ctx.run([a, b, c], T + 2 * MINUTE)
     source = FileSource(paths=("/in",), format="json")
-    plan = plan_files([a, b, c, d], source, start=ctx.bookmark(1), end=ctx.bookmark(3),
-                      advance=False)
+    plan = plan_files(listing([a, b, c, d]), source, start=ctx.bookmark(1),
+                      end=ctx.bookmark(3), advance=False)
     assert [x.path for x in plan.files] == ["/in/b", "/in/c"] and plan.state is None
 
 
 def test_without_a_bookmark_everything_is_read_and_nothing_is_committed():
     source = FileSource(paths=("/in",), format="json")
-    plan = plan_files([f("a", T), f("b", T)], source, start=None, advance=False)
+    plan = plan_files(listing([f("a", T), f("b", T)]), source, start=None, advance=False)
     assert len(plan.files) == 2 and plan.state is None
 
 
-def test_the_settled_time_never_goes_back():
+def test_a_bookmark_from_before_tracking_by_name_keeps_what_it_counted_as_processed():
+    # A deltamark that counted files modified before a settled time as processed, and
+    # tracked by name only the newer ones (here: "recent").
     ctx = Context()
-    ctx.run([f("a", T)], T)
-    before = ctx.state.settled_ms
-    ctx.run([f("a", T)], T - 60 * MINUTE)  # the clock went back an hour
-    assert ctx.state.settled_ms == before
+    ctx.states[1] = FileState(settled_ms=T - 15 * MINUTE, files_total=2)
+    ctx.tracked = [(f("recent", T - MINUTE), "read", 1)]
+    ctx.seq = 1
+    listed = [f("counted", T - DAY), f("recent", T - MINUTE), f("new", T)]
+    assert ctx.run(listed, T + MINUTE) == ["new"]
+    assert [(s.file.path, s.outcome) for s in ctx.last_plan.set_aside] == [
+        ("/in/counted", "adopted")]
+    assert ctx.state.settled_ms is None and ctx.state.files_total == 3
+    # From now on only names count: an old file landing later is read.
+    assert ctx.run([*listed, f("copied_in", T - 2 * DAY)], T + 2 * MINUTE) == ["copied_in"]
+
+
+# --- listing modes --------------------------------------------------------------------
+
+
+def test_start_after_bounds_the_next_listing_and_a_full_listing_reconciles():
+    ctx = Context()
+    keys = [f(f"2026-11-26T10-{i:02}.json", T + i) for i in range(3)]
+    ctx.run(keys, T, listing="start_after")
+    assert ctx.state.listed_up_to == {"/in": "2026-11-26T10-02.json"}
+    # A key out of lexical order is not in a partial listing, so not read there...
+    late = f("2026-11-26T09-59.json", T + 10)
+    newer = f("2026-11-26T10-03.json", T + 11)
+    assert ctx.run([newer], T + MINUTE, complete=False, listing="start_after") == [
+        "2026-11-26T10-03.json"]
+    assert ctx.state.full_listing_ms == T
+    # ...and the next full listing finds and reads it.
+    assert ctx.run([*keys, late, newer], T + DAY, listing="start_after") == [
+        "2026-11-26T09-59.json"]
+    assert ctx.state.full_listing_ms == T + DAY
+
+
+def test_start_after_stops_before_the_backlog_of_a_bounded_run():
+    ctx = Context()
+    keys = [f(f"k{i}", T + i) for i in range(5)]
+    assert ctx.run(keys, T, listing="start_after", bounded_files=2) == ["k0", "k1"]
+    assert ctx.state.listed_up_to == {"/in": "k1"}
+    assert ctx.run(keys[2:], T, complete=False, listing="start_after", bounded_files=2) == [
+        "k2", "k3"]
+    assert ctx.state.listed_up_to == {"/in": "k3"}

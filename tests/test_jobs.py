@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
+from databases import unavailable
 
 from framework.delta import log
 from framework.errors import (
@@ -53,9 +55,9 @@ def test_enable_reads_each_file_once_and_records_the_run(ws):
     meta = log.history(ws.target, limit=1)[0].user_metadata["deltamark"]
     src = meta["bookmarks"]["src"]
     assert (meta["run_seq"], src["kind"], src["state"]["files_total"]) == (2, "files", 3)
-    # Files newer than the settled time are tracked by name: all three, just landed.
-    assert sorted(p.rsplit("/", 1)[-1] for p, _, _ in src["window"]) == [
-        "batch-001.json", "batch-002.json", "batch-003.json"]
+    # The files the run tracked, by name.
+    assert [(p.rsplit("/", 1)[-1], outcome) for p, _, _, outcome in src["files"]] == [
+        ("batch-003.json", "read")]
 
 
 def test_a_file_landing_during_a_run_belongs_to_the_next_run(ws):
@@ -375,15 +377,56 @@ def test_job_config_problems_are_reported_together(ws):
         ws.run("team/x")
 
 
-def test_late_files_inside_the_window_are_read_older_ones_are_not(ws):
-    ws.declare(max_band_s="600")
+def test_every_landed_file_is_read_once_whatever_its_modification_time(ws, tmp_path):
     ws.land(rows=1)
+    ws.declare()
     ws.run()
     now = time.time()
-    os.utime(ws.land(rows=1), (now - 300, now - 300))  # late, inside the 10-minute window
-    os.utime(ws.land(rows=1), (now - 3600, now - 3600))  # older than the window
-    assert ws.run().planned_files["src"] == [str(ws.landing / "batch-002.json")]
-    assert ws.ids() == [100, 200]
+    os.utime(ws.land(rows=1), (now - 2 * 86400, now - 2 * 86400))  # cp -p, tar x
+    os.utime(ws.land(rows=1), (now + 3 * 86400, now + 3 * 86400))  # a clock days ahead
+    # A tree copied in with rsync -a keeps the times of its source, a week old.
+    elsewhere = tmp_path / "elsewhere" / "2026" / "11" / "19"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "old.json").write_text('{"id": 900}\n')
+    os.utime(elsewhere / "old.json", (now - 7 * 86400, now - 7 * 86400))
+    rsync = shutil.which("rsync")
+    if rsync is None:
+        unavailable("rsync is absent (.ci/test_tools.sh installs it)")
+    subprocess.run([rsync, "-a", f"{tmp_path / 'elsewhere'}/", f"{ws.landing}/"], check=True)
+    assert ws.run().inputs["src"]["files"] == 3
+    assert ws.ids() == [100, 200, 300, 900]
+    assert ws.run().status == "skipped"
+
+
+def test_max_file_age_names_what_it_does_not_read(ws):
+    ws.land(rows=1)
+    ws.declare(max_file_age_s="86400")
+    ws.run()
+    old = ws.land(rows=1)
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    report = ws.run()  # not skipped: the file is named in this run
+    assert report.inputs["src"]["too_old"] == 1 and report.inputs["src"]["files"] == 0
+    assert report.set_aside == {"src": [(str(old), "too_old")]}
+    tracked = ws.store.processed_files("copy", "src", paths=[str(old)])
+    assert [(f.outcome, f.run_seq) for f in tracked] == [("too_old", 2)]
+    assert ws.store.bookmarks("copy")[0].state["too_old_total"] == 1
+    assert ws.ids() == [100]
+    assert ws.run().status == "skipped"  # named once
+    assert ws.run(force=True).set_aside == {}
+
+
+def test_start_after_listing_reads_keys_out_of_order_at_reconciliation(ws):
+    ws.land(rows=1, name="2026-11-26T10-00.json")
+    ws.declare(listing="start_after")
+    ws.run()
+    ws.land(rows=1, name="2026-11-26T09-00.json")  # out of lexical order
+    ws.land(rows=1, name="2026-11-26T11-00.json")
+    report = ws.run()
+    assert report.planned_files["src"] == [str(ws.landing / "2026-11-26T11-00.json")]
+    assert ws.ids() == [100, 300]
+    ws.declare(listing="start_after", reconcile_every_s="0")  # a full listing is due
+    assert ws.run().planned_files["src"] == [str(ws.landing / "2026-11-26T09-00.json")]
+    assert ws.ids() == [100, 200, 300]
 
 
 @pytest.mark.parametrize(("policy", "expected"), [
@@ -393,6 +436,7 @@ def test_rewritten_files_follow_the_policy(ws, policy, expected):
     path = ws.land(rows=2)
     ws.run()
     path.write_text("".join(json.dumps({"id": 100 + i}) + "\n" for i in range(3)))
-    report = ws.run(force=True)  # ignored, a rewrite alone is nothing new
+    report = ws.run()  # a rewrite is read again, or named once
     assert report.inputs["src"]["rewritten_skipped"] == (1 if policy == "ignore" else 0)
     assert ws.ids() == sorted(expected)
+    assert ws.run().status == "skipped"

@@ -75,7 +75,7 @@ def test_never_skipped_when_what_decides_the_run_changed_or_says_so(ws, change):
     if change == "args":
         kwargs["args"] = {"lineage": "source_file"}
     elif change == "conf":
-        ws.declare(max_band_s="60")
+        ws.declare(max_file_age_s="86400")
     elif change == "mode":
         kwargs["bookmark"] = "disable"
     elif change == "force":

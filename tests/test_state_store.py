@@ -418,8 +418,9 @@ def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_pat
 # --- bookmark states: one codec for every source kind ----------------------------------
 
 STORED_STATES = {  # as the bookmarks table of earlier deltamark versions holds them
-    "files": {"settled_ms": 1767225600000, "settled_at": "2026-01-01T00:00:00.000+00:00",
-              "files_total": 12, "bytes_total": 3400},
+    "files": {"files_total": 12, "bytes_total": 3400, "too_old_total": 1,
+              "listed_up_to": {"s3://landing/orders": "2026/01/01/00/part-9.json"},
+              "full_listing_ms": 1767225600000, "settled_ms": None, "state_version": 2},
     "delta": {"table": "lake/bronze/orders", "version": 7, "from_version": None},
     "jdbc": {"source": "pg/public.orders", "keys": ["updated_at", "id"], "order": "asc",
              "row_id": ["id"], "lookback": False,
@@ -440,6 +441,15 @@ def test_each_kind_s_stored_state_decodes_to_its_class_and_encodes_back_unchange
     assert dataclasses.replace(state) == state  # frozen plain data
 
 
+def test_a_file_state_from_before_tracking_by_name_keeps_its_settled_time():
+    from framework.sources.state import decode
+
+    state = decode("files", {"settled_ms": 1767225600000, "files_total": 12,
+                             "settled_at": "2026-01-01T00:00:00.000+00:00", "bytes_total": 3400})
+    assert (state.settled_ms, state.files_total, state.listed_up_to) == (1767225600000, 12, {})
+    assert "high-water mark" in dict(state.describe())
+
+
 def test_states_written_before_a_field_existed_take_its_default():
     from framework.sources.state import decode
 
@@ -454,14 +464,14 @@ def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw
     from framework.sources.state import decode, describe
 
     with pytest.raises(BookmarkStateError, match="source kind 'files': its version 3 is "
-                       "newer than this deltamark's .1.. Upgrade deltamark"):
+                       "newer than this deltamark's .2.. Upgrade deltamark"):
         decode("files", {**STORED_STATES["files"], "state_version": 3})
     with pytest.raises(BookmarkStateError, match="'kafka': this deltamark has no such"):
         decode("kafka", {"offset": 5})
     assert describe("kafka", {"offset": 5}) == [("offset", "5")]
-    with pytest.raises(BookmarkStateError, match=r"'files': \{'files_total': 3\} is damaged "
-                       r"\(.*settled_ms.*\). Reset its context"):
-        decode("files", {"files_total": 3})
+    with pytest.raises(BookmarkStateError, match=r"'files': \{'files_total': '3'\} is damaged "
+                       r"\('3' is not of type int\). Reset its context"):
+        decode("files", {"files_total": "3"})
     with pytest.raises(BookmarkStateError, match="'jdbc': .* is damaged"):
         decode("jdbc", {**STORED_STATES["jdbc"], "position": ["not", "an object"]})
     with pytest.raises(BookmarkStateError, match=r"damaged \('7' is not of type int\)"):

@@ -117,10 +117,10 @@ def _text(job: str, entry: dict[str, Any]) -> str:
     if entry["event"] == "reset":
         return "\n".join([*lines, "  reset: the next run starts from nothing"])
     lines += [f"  {label:<16}: {text}" for label, text in describe(entry["kind"], entry["state"])]
-    if "window_files" in entry:
-        lines.append(f"  {'window':<16}: {entry['window_files']} files modified after the "
-                     "high-water mark, tracked by name")
+    if "tracked_files" in entry:
+        lines.append(f"  {'tracked':<16}: {entry['tracked_files']} files, by name")
     for f in entry.get("files", []):
+        outcome = "" if f["outcome"] == "read" else f"  ({f['outcome']}, not read)"
         lines.append(f"    {f['modified_at']:%Y-%m-%d %H:%M:%S.%f}"[:-3]
-                     + f"  {f['size']:>10}  run {f['run_seq']:<4} {f['path']}")
+                     + f"  {f['size']:>10}  run {f['run_seq']:<4} {f['path']}{outcome}")
     return "\n".join(lines)

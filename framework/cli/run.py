@@ -134,7 +134,21 @@ def _describe_counts(counts: dict) -> str:
         return f"{counts['rows']} rows"
     return (f"{counts['files']} of {counts['listed']} files ({counts['bytes']} bytes), "
             f"{counts['backlog']} left for later runs, {counts['rewritten_skipped']} "
-            "rewritten files skipped")
+            "rewritten files skipped"
+            + (f", {counts['too_old']} older than max_file_age" if counts.get("too_old")
+               else ""))
+
+
+#: why a file context tracked a file without reading it, by outcome
+NOT_READ = {"too_old": "older than max_file_age",
+            "rewritten": "rewritten since read (rewritten='ignore')"}
+
+
+def _listed(paths: list[str]) -> list[str]:
+    shown = [f"        {p}" for p in paths[:SHOWN_FILES]]
+    if len(paths) > SHOWN_FILES:
+        shown.append(f"        ... and {len(paths) - SHOWN_FILES} more")
+    return shown
 
 
 def _text(report: "RunReport") -> str:
@@ -156,10 +170,11 @@ def _text(report: "RunReport") -> str:
     for context, counts in report.inputs.items():
         lines.append(f"  read  {context}: {_describe_counts(counts)}")
         if report.dry_run:
-            paths = report.planned_files.get(context, [])
-            lines += [f"        {p}" for p in paths[:SHOWN_FILES]]
-            if len(paths) > SHOWN_FILES:
-                lines.append(f"        ... and {len(paths) - SHOWN_FILES} more")
+            lines += _listed(report.planned_files.get(context, []))
+        for outcome, why in NOT_READ.items():
+            if paths := [p for p, o in report.set_aside.get(context, []) if o == outcome]:
+                lines.append(f"  not read, {why}: {len(paths)} files")
+                lines += _listed(paths)
     for target, result in report.outputs.items():
         lines.append(f"  wrote {target}: {_describe_write(target, result, report.dry_run)}")
     return "\n".join(lines)

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 from state_tables.model import Bookmark, ProcessedFile, Watermark
 from state_tables.store import typed_value
 
-__all__ = ["MAX_WINDOW_FILES", "PrunedTarget", "RestoredTarget", "Target", "TargetRun"]
+__all__ = ["MAX_RECORDED_FILES", "PrunedTarget", "RestoredTarget", "Target", "TargetRun"]
 
-#: a file context's window (files newer than its settled time) is kept up to this size
-MAX_WINDOW_FILES = 1000
+#: a target commit names the files a context tracked in its run up to this many
+MAX_RECORDED_FILES = 1000
 
 
 @dataclass(frozen=True)
@@ -54,15 +54,19 @@ class TargetRun:
             if "kind" not in entry:
                 raise ValueError(f"its commit predates the records deltamark keeps in "
                                  f"targets (context {context} has no kind)")
-            if entry.get("window", []) is None:
-                raise ValueError(f"context {context} read more than {MAX_WINDOW_FILES} "
-                                 "files within its settling window, which the commit does "
-                                 "not list")
+            # "window": a record of a deltamark that named only the files read after the
+            # bookmark's settled time
+            tracked = entry.get("files", entry.get("window", []))
+            if tracked is None:
+                raise ValueError(f"context {context} tracked more than "
+                                 f"{MAX_RECORDED_FILES} files in the run, which the commit "
+                                 "does not list")
             bookmarks.append(Bookmark(job=job, context=context, run_id=run_id, run_seq=seq,
                                       source_kind=entry["kind"], state=entry["state"]))
             files += [ProcessedFile(job=job, context=context, run_id=run_id, run_seq=seq,
-                                    path=path, size=size, modified_ms=modified)
-                      for path, size, modified in entry.get("window", [])]
+                                    path=path, size=size, modified_ms=modified,
+                                    outcome=rest[0] if rest else "read")
+                      for path, size, modified, *rest in tracked]
         marks = [Watermark(job=job, context=context, run_id=run_id, run_seq=seq,
                            column=m["column"], aggregate=m["aggregate"],
                            value=typed_value(m["value"], m["value_type"]),

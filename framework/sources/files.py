@@ -1,37 +1,47 @@
 """Incremental file sources: list the files, plan against the bookmark, read with Spark.
 
-What a file context remembers (``FileState``) is a *settled* time plus the files read
-since: every file modified at or before ``settled_ms`` counts as processed; files modified
-later are tracked by name in the ``processed_files`` state table (the window). After each
-run the settled time moves to ``max_band`` before the listing (Glue's maxBand, 15 minutes
-by default), or just before the oldest file a bounded run left for later, whichever is
-earlier. So the state stays a few numbers however long the history, and
+A file context tracks every file it has met by name, in the ``processed_files`` state
+table: its path, size and modification time, and its outcome (read, or set aside and why).
+A file not tracked yet is new, whatever its modification time: a file copied in with an
+old one (``rsync -a``, ``cp -p``, ``tar x``), an S3 multipart upload older than the last
+listing, a writer with a skewed clock. Nothing is left unread without being named:
 
-- files sharing one modification time are told apart by name;
-- a file that lands during a run is not in that run's listing and belongs to the next;
-- a late file (modified before the newest files already read, listed later) is picked up
-  while its modification time is inside the window; older than that it counts as done.
+- ``max_file_age`` (opt-in, as Glue's and Structured Streaming's): a new file older than
+  that is not read but tracked with outcome ``too_old``, counted, and named in the log;
+- a file read before that shows up again with another size or modification time has been
+  rewritten: policy ``ignore`` (default) tracks its new version as ``rewritten`` without
+  reading it, ``reprocess`` reads it again;
+- a bounded run (``bounded_files``, ``bounded_size``) reads the oldest first and leaves
+  the rest, untracked, to the next runs.
 
-A file read before that shows up again with another size or modification time has been
-rewritten: policy ``ignore`` (default) skips it, ``reprocess`` reads it again.
+Listing (``listing``): ``full`` lists everything under the roots every run. Where keys
+arrive in lexical order, ``start_after`` lists only the keys after the greatest key
+tracked, and ``partitions`` lists the date-named or ``key=value`` directory holding it and
+those after it; both list in full every ``reconcile_every`` (keys are sometimes out of
+order), and a file found so is read like any new one.
+
+A bookmark written by a deltamark that counted every file modified before a *settled*
+time as processed keeps that meaning for the files it saw: the next run tracks those
+files by name (outcome ``adopted``), and from then on only names count.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
 import json
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from framework.listed_reads import ListedFile, read_listed
 from framework.sources import malformed
+from framework.sources.file_listing import Listing, list_roots
 from framework.spark_lines import lacking, require
 from framework.storage import filesystem
 
@@ -42,15 +52,20 @@ if TYPE_CHECKING:
     from framework.sources import Bookmarks
 
 __all__ = [
-    "DEFAULT_MAX_BAND_MS",
+    "DEFAULT_RECONCILE_MS",
     "FileBookmark",
     "FileFormat",
     "FilePlan",
     "FileSource",
     "FileState",
+    "LISTING_MODES",
     "ListedFile",
+    "ListingMode",
+    "Outcome",
     "RewritePolicy",
     "SOURCE_KIND",
+    "SetAside",
+    "TRACKED",
     "first_malformed",
     "list_files",
     "new_items",
@@ -62,46 +77,71 @@ __all__ = [
 FileFormat = Literal["json", "csv", "parquet", "orc", "xml", "text", "avro"]
 FORMATS: tuple[str, ...] = ("json", "csv", "parquet", "orc", "xml", "text", "avro")
 RewritePolicy = Literal["ignore", "reprocess"]
-DEFAULT_MAX_BAND_MS = 15 * 60 * 1000
+ListingMode = Literal["full", "start_after", "partitions"]
+LISTING_MODES: tuple[str, ...] = ("full", "start_after", "partitions")
+#: what became of a tracked file: read, or set aside (and why)
+Outcome = Literal["read", "too_old", "rewritten", "adopted"]
+DEFAULT_RECONCILE_MS = 24 * 60 * 60 * 1000
 SOURCE_KIND = "files"
+
+#: the files a context tracks: one row per file and run that tracked it
+TRACKED = pa.schema([("path", pa.string()), ("size", pa.int64()),
+                     ("modified_ms", pa.int64()), ("outcome", pa.string())])
 
 
 @dataclass(frozen=True)
 class FileState:
-    """A file context's bookmark: what ``state`` holds in the ``bookmarks`` table."""
+    """A file context's bookmark: what ``state`` holds in the ``bookmarks`` table (the
+    files themselves are tracked in ``processed_files``)."""
 
     kind: ClassVar[str] = SOURCE_KIND
-    state_version: ClassVar[int] = 1
+    state_version: ClassVar[int] = 2
 
-    settled_ms: int
-    #: ``settled_ms`` as an ISO time, for people reading the table
-    settled_at: str = field(init=False, compare=False)
     files_total: int = 0
     bytes_total: int = 0
-
-    def __post_init__(self) -> None:
-        settled = datetime.fromtimestamp(self.settled_ms / 1000, UTC)
-        object.__setattr__(self, "settled_at", settled.isoformat(timespec="milliseconds"))
+    #: files never read because older than ``max_file_age``, by all runs
+    too_old_total: int = 0
+    #: root -> the key (below the root) up to which every file is tracked: where the
+    #: next partial listing starts
+    listed_up_to: Mapping[str, str] = field(default_factory=dict)
+    #: when the last full listing was made (epoch ms; None: never)
+    full_listing_ms: int | None = None
+    #: a bookmark from a deltamark that did not track every file by name: files modified
+    #: at or before this time (epoch ms) count as processed until the next run names them
+    settled_ms: int | None = None
 
     def describe(self) -> list[tuple[str, str]]:
-        return [("high-water mark", f"{self.settled_at} (files modified at or before it "
-                 "count as processed)"),
-                ("totals", f"{self.files_total} files, {self.bytes_total} bytes read by all "
-                 "runs")]
+        lines = [("totals", f"{self.files_total} files, {self.bytes_total} bytes read by all "
+                  "runs" + (f"; {self.too_old_total} older than max_file_age, not read"
+                            if self.too_old_total else ""))]
+        for root, key in sorted(self.listed_up_to.items()):
+            lines.append(("listed up to", f"{root}: {key}"))
+        if self.full_listing_ms is not None:
+            lines.append(("last full listing", _iso(self.full_listing_ms)))
+        if self.settled_ms is not None:
+            lines.append(("high-water mark", f"{_iso(self.settled_ms)} (files modified at "
+                          "or before it count as processed until the next run names them)"))
+        return lines
+
+
+def _iso(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass(frozen=True)
 class FileBookmark:
-    """A ``FileState`` with what it tracks by name.
-
-    ``window``: path -> (modified_ms, size) of files read with a modification time after
-    ``state.settled_ms``. ``seen``: which of some paths were ever read (finds rewrites of
-    files older than the window).
-    """
+    """A ``FileState`` with the files it tracks (``TRACKED`` rows of its valid runs)."""
 
     state: FileState
-    window: Mapping[str, tuple[int, int]]
-    seen: Callable[[Sequence[str]], set[str]]
+    tracked: pa.Table
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A file a run tracks without reading it, and why (``Outcome``)."""
+
+    file: ListedFile
+    outcome: Outcome
 
 
 @dataclass(frozen=True)
@@ -117,7 +157,11 @@ class FileSource:
     bounded_files: int | None = None
     bounded_size: int | None = None
     rewritten: RewritePolicy = "ignore"
-    max_band_ms: int = DEFAULT_MAX_BAND_MS
+    #: new files modified longer ago than this (ms) are tracked as too old, not read
+    max_file_age_ms: int | None = None
+    listing: ListingMode = "full"
+    #: a partial listing mode lists in full when the last full listing is this old (ms)
+    reconcile_ms: int = DEFAULT_RECONCILE_MS
     lineage_column: str | None = None
     bad_records: malformed.BadRecords = "fail"
     #: the Delta table malformed records go to (``bad_records="quarantine"``)
@@ -155,8 +199,16 @@ class FileSource:
                 found.append(f"{name} must be a positive integer, not {value!r}")
         if self.rewritten not in ("ignore", "reprocess"):
             found.append(f"rewritten must be 'ignore' or 'reprocess', not {self.rewritten!r}")
-        if self.max_band_ms < 0:
-            found.append("max_band must not be negative")
+        if self.max_file_age_ms is not None and self.max_file_age_ms <= 0:
+            found.append("max_file_age must be positive (or None: read every new file)")
+        if self.listing not in LISTING_MODES:
+            found.append(f"listing must be one of {', '.join(LISTING_MODES)}, not "
+                         f"{self.listing!r}")
+        elif self.listing != "full" and not self.recurse:
+            found.append(f"listing={self.listing!r} lists below the roots: it needs "
+                         "recurse=True")
+        if self.reconcile_ms < 0:
+            found.append("reconcile_every must not be negative")
         if not self.paths:
             found.append("no paths given")
         return found
@@ -167,97 +219,100 @@ class FileSource:
         return {"kind": SOURCE_KIND, "paths": list(self.paths), "format": self.format,
                 "recurse": self.recurse, "exclusions": list(self.exclusions),
                 "bounded_files": self.bounded_files, "bounded_size": self.bounded_size,
-                "rewritten": self.rewritten, "max_band_ms": self.max_band_ms}
+                "rewritten": self.rewritten, "max_file_age_ms": self.max_file_age_ms,
+                "listing": self.listing, "reconcile_ms": self.reconcile_ms}
 
     @classmethod
     def from_description(cls, data: Mapping[str, Any]) -> FileSource:
         return cls(paths=tuple(data["paths"]), format=data["format"],
                    recurse=data["recurse"], exclusions=tuple(data["exclusions"]),
                    bounded_files=data["bounded_files"], bounded_size=data["bounded_size"],
-                   rewritten=data["rewritten"], max_band_ms=data["max_band_ms"])
+                   rewritten=data["rewritten"], max_file_age_ms=data.get("max_file_age_ms"),
+                   listing=data.get("listing", "full"),
+                   reconcile_ms=data.get("reconcile_ms", DEFAULT_RECONCILE_MS))
 
 
 @dataclass(frozen=True)
 class FilePlan:
     """The files one run reads from one context, pinned before reading.
 
-    ``backlog``: pending files a bounded run leaves for later runs. ``rewritten``: files
-    skipped as rewrites (policy ignore). ``state``: the context's state once this run has
-    committed (None when the mode does not advance bookmarks). ``carried``: files earlier
-    runs read that ``state`` still tracks by name (modified after its settled time).
+    ``backlog``: pending files a bounded run leaves for later runs. ``rewritten``,
+    ``too_old``: files not read for that reason. ``set_aside``: the files the run tracks
+    without reading them (when it advances the bookmark). ``state``: the context's state
+    once this run has committed (None when the mode does not advance bookmarks).
     """
 
     files: tuple[ListedFile, ...]
     listed: int
     backlog: int = 0
     rewritten: int = 0
+    too_old: int = 0
+    set_aside: tuple[SetAside, ...] = ()
     state: FileState | None = None
-    carried: tuple[ListedFile, ...] = ()
+    #: the listing covered every file (not only keys after the bookmark's)
+    complete: bool = True
 
     @property
     def bytes(self) -> int:
         return sum(f.size for f in self.files)
 
     def counts(self) -> dict[str, int]:
-        return {"files": len(self.files), "bytes": self.bytes, "listed": self.listed,
-                "backlog": self.backlog, "rewritten_skipped": self.rewritten}
+        found = {"files": len(self.files), "bytes": self.bytes, "listed": self.listed,
+                 "backlog": self.backlog, "rewritten_skipped": self.rewritten}
+        if self.too_old:
+            found["too_old"] = self.too_old
+        return found
 
 
 # --- listing --------------------------------------------------------------------------
 
 
-def list_files(source: FileSource) -> list[ListedFile]:
-    """Every data file under ``source.paths``, minus hidden files and ``exclusions``.
-
-    Like Spark, names starting with ``_`` or ``.`` are hidden (``_SUCCESS``, ``.crc``,
-    ``_delta_log``), except ``key=value`` partition directories.
+def list_files(source: FileSource, bookmark: FileBookmark | None = None, *,
+               now_ms: int | None = None) -> Listing:
+    """The files under ``source.paths`` a plan from ``bookmark`` needs: all of them, or
+    with a partial listing mode, the keys after those the bookmark has listed, unless a
+    full listing is due (``reconcile_every``, or a bookmark that does not track every
+    file by name yet).
 
     Raises:
-        SourceError: a path does not exist (``job`` and context are filled in by the caller).
+        FileNotFoundError: a path does not exist.
     """
-    found: list[ListedFile] = []
-    for root in source.paths:
-        fs, base, to_uri = filesystem(root)
-        info = fs.get_file_info(base)
-        if info.type == pafs.FileType.File:
-            infos, prefix = [info], os.path.dirname(base)
-        elif info.type == pafs.FileType.Directory:
-            selector = pafs.FileSelector(base, recursive=source.recurse)
-            infos, prefix = fs.get_file_info(selector), base.rstrip("/")
-        else:
-            raise FileNotFoundError(f"{root} does not exist")
-        for item in infos:
-            relative = item.path[len(prefix):].lstrip("/")
-            if item.type != pafs.FileType.File or (
-                    ("/_" in f"/{relative}" or "/." in f"/{relative}") and _hidden(relative)):
-                continue
-            uri = to_uri(item.path)
-            if any(fnmatch.fnmatchcase(uri, p) or fnmatch.fnmatchcase(relative, p)
-                   for p in source.exclusions):
-                continue
-            found.append(ListedFile(uri, item.size, item.mtime_ns // 1_000_000))
-    return found
+    return list_roots(source.paths, recurse=source.recurse, exclusions=source.exclusions,
+                      after=_listing_bounds(source, bookmark, now_ms))
+
+
+def _listing_bounds(source: FileSource, bookmark: FileBookmark | None,
+                    now_ms: int | None) -> dict[str, str] | None:
+    if source.listing == "full" or bookmark is None:
+        return None
+    state = bookmark.state
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    if (state.settled_ms is not None or state.full_listing_ms is None
+            or now_ms - state.full_listing_ms >= source.reconcile_ms):
+        return None
+    if source.listing == "start_after":
+        return dict(state.listed_up_to)
+    # partitions: the directory holding the greatest key is listed again, whole
+    return {root: key.rpartition("/")[0] + "/" if "/" in key else ""
+            for root, key in state.listed_up_to.items()}
 
 
 def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
               connections: Callable[[str], Any]) -> int:
-    """The files a read described by ``description`` would find that ``context``'s
-    bookmark has not processed (``framework.sources.SourceKind``)."""
+    """The files a read described by ``description`` would read or newly set aside
+    (named in its run) that ``context``'s bookmark does not track
+    (``framework.sources.SourceKind``)."""
     source = FileSource.from_description(description)
-    return len(plan_files(list_files(source), source, start=bookmarks.files(context),
-                          advance=False).files)
-
-
-def _hidden(relative: str) -> bool:
-    return any(part.startswith(("_", ".")) and "=" not in part
-               for part in relative.split("/"))
+    bookmark = bookmarks.files(context)
+    plan = plan_files(list_files(source, bookmark), source, start=bookmark, advance=True)
+    return len(plan.files) + len(plan.set_aside)
 
 
 # --- planning -------------------------------------------------------------------------
 
 
 def plan_files(
-    listed: Sequence[ListedFile],
+    listing: Listing,
     source: FileSource,
     *,
     start: FileBookmark | None,
@@ -265,68 +320,126 @@ def plan_files(
     advance: bool,
     now_ms: int | None = None,
 ) -> FilePlan:
-    """Choose the files to read: those ``start`` has not processed (all when None), and,
+    """Choose the files to read: those ``start`` does not track (all when None), and,
     with ``end``, that ``end`` had processed; oldest first within the bounds.
 
-    With ``advance``, the plan carries the state to commit once the run succeeds.
+    With ``advance``, the plan carries the state to commit once the run succeeds and the
+    files it tracks without reading them.
     """
-    status = _statuses(listed, start)
-    wanted = {"new", "rewritten"} if source.rewritten == "reprocess" else {"new"}
-    pending = [f for f in listed if status[f.path] in wanted]
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    listed = listing.files
+    new, changed, adopted = _statuses(listed, start)
+    too_old = _false(len(listed))
+    if source.max_file_age_ms is not None:
+        too_old = pc.and_(new, pc.less(listed["modified_ms"], now_ms - source.max_file_age_ms))
+        new = pc.and_not(new, too_old)
+    wanted = pc.or_(new, changed) if source.rewritten == "reprocess" else new
     if end is not None:
-        at_end = _statuses(pending, end)
-        pending = [f for f in pending if at_end[f.path] == "done"]
-    pending.sort(key=lambda f: (f.modified_ms, f.path))
+        end_new, end_changed, _ = _statuses(listed, end)
+        wanted = pc.and_not(wanted, pc.or_(end_new, end_changed))
+    pending = listed.filter(wanted).sort_by([("modified_ms", "ascending"),
+                                            ("path", "ascending")])
     chosen = _bounded(pending, source)
-    plan = FilePlan(files=tuple(chosen), listed=len(listed), backlog=len(pending) - len(chosen),
-                    rewritten=sum(1 for f in listed if status[f.path] == "rewritten"
-                                  and "rewritten" not in wanted))
+    plan = FilePlan(files=_listed_files(chosen), listed=len(listed),
+                    backlog=len(pending) - len(chosen), too_old=_count(too_old),
+                    rewritten=0 if source.rewritten == "reprocess" else _count(changed),
+                    complete=listing.complete)
     if not advance:
         return plan
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    settled = now_ms - source.max_band_ms
-    if plan.backlog:
-        settled = min(settled, pending[len(chosen)].modified_ms - 1)
-    previous = start.state if start else FileState(settled_ms=settled)
-    state = FileState(settled_ms=max(previous.settled_ms, settled),
-                      files_total=previous.files_total + len(chosen),
-                      bytes_total=previous.bytes_total + plan.bytes)
-    read = {f.path for f in chosen}
-    carried = tuple(ListedFile(path, size, modified)
-                    for path, (modified, size) in (start.window.items() if start else ())
-                    if modified > state.settled_ms and path not in read)
-    return dataclasses.replace(plan, state=state, carried=carried)
+    set_aside = [SetAside(f, "too_old") for f in _listed_files(listed.filter(too_old))]
+    if source.rewritten == "ignore":
+        set_aside += [SetAside(f, "rewritten") for f in _listed_files(listed.filter(changed))]
+    set_aside += [SetAside(f, "adopted") for f in _listed_files(listed.filter(adopted))]
+    previous = start.state if start else FileState()
+    state = FileState(
+        files_total=previous.files_total + len(chosen),
+        bytes_total=previous.bytes_total + plan.bytes,
+        too_old_total=previous.too_old_total + plan.too_old,
+        listed_up_to=(_listed_up_to(listed, pending.slice(len(chosen)), source.paths,
+                                    previous.listed_up_to)
+                      if source.listing != "full" else {}),
+        full_listing_ms=now_ms if listing.complete else previous.full_listing_ms)
+    return dataclasses.replace(plan, set_aside=tuple(set_aside), state=state)
 
 
-def _statuses(files: Sequence[ListedFile], bookmark: FileBookmark | None) -> dict[str, str]:
-    """``done``, ``new`` or ``rewritten`` for each file, as ``bookmark`` sees it."""
+def _statuses(listed: pa.Table, bookmark: FileBookmark | None
+              ) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Three masks over ``listed``, as ``bookmark`` sees each file: new (not tracked),
+    changed (tracked with another size or modification time) and adopted (not tracked,
+    but counted as processed by a bookmark's settled time)."""
     if bookmark is None:
-        return {f.path: "new" for f in files}
-    status = {}
-    for f in files:
-        known = bookmark.window.get(f.path)
-        if known is not None:
-            status[f.path] = "done" if known == (f.modified_ms, f.size) else "rewritten"
-        else:
-            status[f.path] = "done" if f.modified_ms <= bookmark.state.settled_ms else "new"
-    unknown = [path for path, s in status.items() if s == "new"]
-    for path in bookmark.seen(unknown) if unknown else ():
-        status[path] = "rewritten"
-    return status
+        return _true(len(listed)), _false(len(listed)), _false(len(listed))
+    tracked = bookmark.tracked
+    known = pc.is_in(listed["path"], value_set=tracked["path"])
+    same = pc.is_in(_identity(listed), value_set=_identity(tracked))
+    too_old = tracked.filter(pc.equal(tracked["outcome"], "too_old"))["path"]
+    read = tracked.filter(pc.not_equal(tracked["outcome"], "too_old"))["path"]
+    # a file set aside as too old that changed since is new (it was never read)
+    renewed = pc.and_(pc.is_in(listed["path"], value_set=too_old),
+                      pc.invert(pc.is_in(listed["path"], value_set=read)))
+    changed = pc.and_not(known, same)
+    new = pc.or_(pc.invert(known), pc.and_(changed, renewed))
+    changed = pc.and_not(changed, renewed)
+    adopted = _false(len(listed))
+    if bookmark.state.settled_ms is not None:
+        adopted = pc.and_(pc.invert(known),
+                          pc.less_equal(listed["modified_ms"], bookmark.state.settled_ms))
+        new = pc.and_not(new, adopted)
+    return new, changed, adopted
 
 
-def _bounded(pending: list[ListedFile], source: FileSource) -> list[ListedFile]:
+def _identity(files: pa.Table) -> pa.Array:
+    """Each file's path, size and modification time as one string."""
+    return pc.binary_join_element_wise(files["path"], pc.cast(files["size"], pa.string()),
+                                       pc.cast(files["modified_ms"], pa.string()), "\x00")
+
+
+def _false(n: int) -> pa.Array:
+    return pc.is_valid(pa.nulls(n, pa.bool_()))
+
+
+def _true(n: int) -> pa.Array:
+    return pc.invert(_false(n))
+
+
+def _count(mask: pa.Array) -> int:
+    return pc.sum(mask).as_py() or 0
+
+
+def _listed_files(rows: pa.Table) -> tuple[ListedFile, ...]:
+    return tuple(ListedFile(path, size, modified) for path, size, modified in zip(
+        rows["path"].to_pylist(), rows["size"].to_pylist(), rows["modified_ms"].to_pylist(),
+        strict=True))
+
+
+def _bounded(pending: pa.Table, source: FileSource) -> pa.Table:
     if source.bounded_files is not None:
-        return pending[:source.bounded_files]
-    if source.bounded_size is None:
+        return pending.slice(0, source.bounded_files)
+    if source.bounded_size is None or not len(pending):
         return pending
-    chosen, total = [], 0
-    for f in pending:
-        if chosen and total + f.size > source.bounded_size:
-            break
-        chosen.append(f)
-        total += f.size
-    return chosen
+    total = pc.cumulative_sum(pending["size"]).to_pylist()
+    fits = sum(1 for t in total if t <= source.bounded_size)
+    return pending.slice(0, max(fits, 1))
+
+
+def _listed_up_to(listed: pa.Table, backlog: pa.Table, roots: Sequence[str],
+                  previous: Mapping[str, str]) -> dict[str, str]:
+    """Each root's greatest key listed below which nothing is left untracked (the
+    smallest key of ``backlog``, what a bounded run leaves for later)."""
+    found = {}
+    for index, root in enumerate(roots):
+        keys = listed.filter(pc.equal(listed["root"], index))["key"]
+        candidates = [previous[root]] if root in previous else []
+        waiting = backlog.filter(pc.equal(backlog["root"], index))["key"]
+        if len(waiting):
+            first_waiting = pc.min(waiting).as_py()
+            keys = keys.filter(pc.less(keys, first_waiting))
+            candidates = [k for k in candidates if k < first_waiting]
+        if len(keys):
+            candidates.append(pc.max(keys).as_py())
+        if candidates:
+            found[root] = max(candidates)
+    return found
 
 
 # --- reading --------------------------------------------------------------------------
