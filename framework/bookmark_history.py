@@ -6,6 +6,8 @@ decides whether there is anything new (``framework.preflight``): both see the sa
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from framework.errors import SourceError
 from framework.sources import files
 from framework.sources.state import BookmarkState, decode
@@ -50,5 +52,9 @@ class BookmarkHistory:
         if history is None:
             return None
         state = decode(files.SOURCE_KIND, history.current.state)
-        tracked = self.store.tracked_files(self.job, context, history.valid_runs)
-        return files.FileBookmark(state=state, tracked=tracked)
+        # read on a thread of its own: the caller lists the source meanwhile
+        reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltamark-tracked")
+        reading = reader.submit(self.store.tracked_files, self.job, context,
+                                history.valid_runs)
+        reader.shutdown(wait=False)
+        return files.FileBookmark(state=state, reading=reading)

@@ -386,8 +386,9 @@ class StateStore:
         newest = pc.max(rows["schema_version"]).as_py() if len(rows) else None
         if newest is not None and newest > PROCESSED_FILES.version:
             raise StateSchemaError(PROCESSED_FILES.name, newest, PROCESSED_FILES.version)
-        rows = rows.filter(pc.is_in(rows["run_seq"], value_set=pa.array(sorted(run_seqs),
-                                                                         pa.int64())))
+        valid = pc.is_in(rows["run_seq"], value_set=pa.array(sorted(run_seqs), pa.int64()))
+        if not pc.all(valid).as_py():
+            rows = rows.filter(valid)
         outcome = pc.fill_null(rows["outcome"], "read")  # rows of layout 1 are all read
         return pa.table([rows["path"], rows["size"], rows["modified_ms"], outcome],
                         names=["path", "size", "modified_ms", "outcome"])

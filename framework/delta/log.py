@@ -673,11 +673,22 @@ def read_rows(path: str, *, version: int | None = None,
     table = _open(path, version)
     filters = list(filters or ())
     wanted, needed = _schemas(table, [c for c, _, _ in filters], columns)
-    rows = pa.concat_tables([_read_file(uri, needed) for uri, _ in _files_for(table, filters)]
-                            or [empty_rows(needed)])
-    if filters:
-        rows = rows.filter(mask(rows, filters))
-    return rows.select(wanted.names)
+    parts = []
+    for uri, stats in _files_for(table, filters):
+        # a filter every row of the file passes costs neither its column nor a copy
+        open_filters = [f for f in filters if not _all_pass(stats[f[0]], f, needed)]
+        used = {c for c, _, _ in open_filters}
+        schema = pa.schema([f for f in needed if f.name in wanted.names or f.name in used])
+        parts.append(_kept(_read_file(uri, schema), open_filters).select(wanted.names))
+    return pa.concat_tables(parts) if parts else empty_rows(wanted)
+
+
+def _kept(rows: pa.Table, filters: Sequence[tuple[str, str, Any]]) -> pa.Table:
+    """The rows passing ``filters``: ``rows`` itself when all do (no copy of a large read)."""
+    if not filters:
+        return rows
+    passing = pc.fill_null(mask(rows, filters), False)
+    return rows if pc.all(passing).as_py() else rows.filter(passing)
 
 
 def read_newest(path: str, *, column: str, within: int = 0,
@@ -756,6 +767,15 @@ def _files_for(table: DeltaTable, filters: Sequence[tuple[str, str, Any]], *,
                or _MAY_MATCH[op](*stats[c], value) for c, op, value in filters):
             kept.append((uri, stats))
     return kept
+
+
+def _all_pass(bounds: tuple[Any, Any], condition: tuple[str, str, Any],
+              schema: pa.Schema) -> bool:
+    """Whether a file's (min, max) statistics show that all its rows pass ``condition``
+    (an equality on a column that holds no nulls, the value its only one)."""
+    column, op, value = condition
+    return (op == "=" and not schema.field(column).nullable and _exact(bounds, value)
+            and bounds[0] == bounds[1] == value)
 
 
 def _exact(bounds: tuple[Any, Any], value: Any) -> bool:

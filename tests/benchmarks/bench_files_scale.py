@@ -72,11 +72,15 @@ def commit(store, run_seq: int, files: list[tuple[str, int, int]], state) -> Non
 
 
 def plan(root: str, state_root: str, listing: str):
-    """The bookmark's state read, the listing and the plan, as a run makes them."""
+    """The bookmark's state read, the listing and the plan, as a run makes them (each
+    run a new process: nothing cached from an earlier one)."""
     from framework.bookmark_history import BookmarkHistory
+    from framework.delta import log
     from framework.sources.files import list_files, plan_files
     from framework.state import open_store
 
+    log._read_file.cache_clear()
+    log._LATEST.clear()
     src = source(root, listing)
     bookmark = BookmarkHistory(open_store(state_root), JOB).files(CONTEXT)
     return plan_files(list_files(src, bookmark), src, start=bookmark, advance=True)
@@ -97,16 +101,21 @@ def bare_listing(root: str) -> int:
 
 
 def planning_rss_mb(root: str, state_root: str) -> float:
-    """Peak resident memory of a process that plans with a full listing (MB)."""
-    child = subprocess.Popen([sys.executable, "-m", "tests.benchmarks.bench_files_scale",
-                              "plan", root, state_root], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    if status:
-        raise RuntimeError("the planning process failed")
-    return usage.ru_maxrss / 1024
+    """Peak resident memory of a process that plans with a full listing (MB): its own
+    high-water mark (``VmHWM``; a forked child's ``ru_maxrss`` counts its parent's)."""
+    found = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_files_scale",
+                            "plan", root, state_root], capture_output=True, text=True,
+                           check=True)
+    return int(found.stdout.split()[-1]) / 1024
+
+
+def peak_kb() -> int:
+    with open("/proc/self/status") as status:
+        return int(next(line.split()[1] for line in status if line.startswith("VmHWM")))
 
 
 def main() -> None:
+    from framework.delta import log
     from framework.sources.files import FileState
     from framework.state import open_store
 
@@ -126,7 +135,7 @@ def main() -> None:
                               full_listing_ms=int(time.time() * 1000))
             commit(store, seq, part, state)
         store.tidy()
-        new = land(root, processed, NEW_FILES, per_hour)
+        land(root, processed, NEW_FILES, per_hour)
         print(f"bench_files_scale: {processed:,} files read by {RUNS} runs, {NEW_FILES:,} new "
               f"(set up in {time.perf_counter() - started:.0f} s)")
 
@@ -136,8 +145,9 @@ def main() -> None:
             found = plan(root, state_root, listing)
             assert len(found.files) == NEW_FILES, (listing, len(found.files))
             seconds[listing] = median(lambda listing=listing: plan(root, state_root, listing))
-        read_s = median(lambda: open_store(state_root).tracked_files(
-            JOB, CONTEXT, set(range(1, RUNS + 1))))
+        read_s = median(lambda: (log._read_file.cache_clear(), log._LATEST.clear(),
+                                 open_store(state_root).tracked_files(
+                                     JOB, CONTEXT, set(range(1, RUNS + 1)))))
         rss_mb = planning_rss_mb(root, state_root)
         planned = plan(root, state_root, "full")
         commit_s = timed(lambda: commit(store, RUNS + 1, [
@@ -171,5 +181,6 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["plan"]:
         plan(sys.argv[2], sys.argv[3], "full")
+        print(peak_kb())
     else:
         main()
