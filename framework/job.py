@@ -182,6 +182,7 @@ class JobContext:
         max_file_age: timedelta | None = None,
         listing: ListingMode = "full",
         reconcile_every: timedelta = timedelta(days=1),
+        queue: str | None = None,
         lineage_column: str | None = None,
         bad_records: BadRecords = "fail",
         bad_records_table: str | None = None,
@@ -208,9 +209,11 @@ class JobContext:
                 counted and named in the log. None (default): every new file is read,
                 whatever its modification time.
             listing: ``full`` (every file under ``paths``, every run), ``start_after``
-                (keys that arrive in lexical order: only those after the greatest seen)
-                or ``partitions`` (date-named or ``key=value`` directories: the one
-                holding the greatest key seen, and those after it).
+                (keys that arrive in lexical order: only those after the greatest seen),
+                ``partitions`` (date-named or ``key=value`` directories: the one holding
+                the greatest key seen, and those after it) or ``notifications`` (S3
+                event notifications in the SQS queue ``queue``, the source's own; needs
+                boto3).
             reconcile_every: a partial listing mode lists in full this often; a file it
                 finds is read like any new one.
             lineage_column: add the source file's URI to each row under this name.
@@ -233,7 +236,7 @@ class JobContext:
             schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
             max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),
-            listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND),
+            listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND), queue=queue,
             lineage_column=lineage_column,
             bad_records=bad_records, bad_records_table=bad_records_table)
         if problems := source.problems():
@@ -242,7 +245,8 @@ class JobContext:
         def plan_files(start: FileBookmark | None, end: FileBookmark | None,
                        advance: bool) -> FilePlan:
             try:  # a pause range lists in full: its bounds are two runs' bookmarks
-                listed = files.list_files(source, start if advance else None)
+                listed = (files.listed_for_run(source, start) if advance
+                          else files.list_files(source))
             except (OSError, ValueError) as exc:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
             return files.plan_files(listed, source, start=start, end=end, advance=advance)
@@ -253,7 +257,8 @@ class JobContext:
                                          state=read.state))
         self.run_plan.add(SourceRead(context, files.SOURCE_KIND, plan.counts(), plan.state,
                                      plan.files, plan.set_aside, nothing=not plan.files,
-                                     description=source.description() if bookmark else None))
+                                     description=source.description() if bookmark else None,
+                                     acknowledge=plan.acknowledge))
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs%s",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog,
                       "" if plan.complete else " (listed from the bookmark's last key)")

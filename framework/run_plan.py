@@ -9,6 +9,7 @@ target commits (``unpersisted``), and each target commit carries it (``record``)
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,8 @@ from framework.target_runs import run_record
 from state_tables.model import Bookmark, ProcessedFile, Watermark
 
 __all__ = ["PinnedRead", "RunIdentity", "RunPlan", "SourceRead", "WorkflowRun"]
+
+log = logging.getLogger("deltamark.run")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class SourceRead:
     description: Mapping[str, Any] | None = None
     #: the plan reads nothing (no file, no version, no row)
     nothing: bool = False
+    #: once the run's bookmarks count: let go of what planning consumed (queue messages)
+    acknowledge: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,20 @@ class RunPlan:
         """Add a count to what ``context`` read (e.g. its malformed records)."""
         read = self.reads[context]
         self.reads[context] = dataclasses.replace(read, counts={**read.counts, name: value})
+
+    def committed(self) -> None:
+        """The run succeeded: where its bookmarks count, each read lets go of what its
+        planning consumed. A failure here loses nothing (the messages come back, and a
+        later run finds their files tracked), so it is only logged."""
+        if self.held or not self.options.advances:
+            return
+        for read in self.reads.values():
+            if read.acknowledge is not None:
+                try:
+                    read.acknowledge()
+                except Exception as exc:  # noqa: BLE001 - see above
+                    log.warning("%s: what planning consumed was not let go, a later run "
+                                "will: %s", read.context, exc)
 
     # --- what the reads tell the writes -----------------------------------------------
 

@@ -268,7 +268,9 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
         steps.record(ctx, "failed", error=error[:2000])
         raise JobFailedError(spec.name, identity.run_id, exc) from exc
     crash_point("returned")
-    return ctx, steps.record(ctx, "succeeded")
+    succeeded = steps.record(ctx, "succeeded")
+    ctx.run_plan.committed()
+    return ctx, succeeded
 
 
 def _run_code(spec: JobSpec, ctx: JobContext) -> None:

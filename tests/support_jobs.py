@@ -24,6 +24,7 @@ def read(ctx: JobContext, **overrides):
                       else None),
         listing=p.get("listing", "full"),
         reconcile_every=timedelta(seconds=float(p.get("reconcile_every_s", 86400))),
+        queue=p.get("queue"),
         lineage_column=p.get("lineage"), bad_records=p.get("bad_records", "fail"),
         bad_records_table=p.get("bad_records_table"))
     return ctx.read_files(p["landing"], **{**kwargs, **overrides})

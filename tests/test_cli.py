@@ -202,3 +202,23 @@ def test_every_help_text_is_shown_whole_each_paragraph_on_one_line():
         for paragraph in (p for text in texts for p in text.split("\n\n") if p.strip()):
             one_line = " ".join(paragraph.split())
             assert any(one_line in line for line in lines), (path, paragraph)
+
+
+def test_a_run_report_names_the_files_it_did_not_read():
+    from framework.cli.run import _text
+    from framework.runner import RunReport
+
+    report = RunReport(job="copy", run_id="r2", run_seq=2, attempt=1, mode="enable",
+                       status="succeeded", dry_run=False, seconds=1.5,
+                       inputs={"src": {"files": 1, "bytes": 9, "listed": 14, "backlog": 0,
+                                       "rewritten_skipped": 1, "too_old": 22}},
+                       set_aside={"src": [(f"/in/old-{i:02}.json", "too_old")
+                                          for i in range(22)]
+                                  + [("/in/a.json", "rewritten")]})
+    lines = _text(report).splitlines()
+    assert lines[1] == ("  read  src: 1 of 14 files (9 bytes), 0 left for later runs, 1 "
+                        "rewritten files skipped, 22 older than max_file_age")
+    assert lines[2] == "  not read, older than max_file_age: 22 files"
+    assert lines[3] == "        /in/old-00.json" and lines[23] == "        ... and 2 more"
+    assert lines[24:] == ["  not read, rewritten since read (rewritten='ignore'): 1 files",
+                          "        /in/a.json"]

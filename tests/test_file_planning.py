@@ -238,3 +238,22 @@ def test_start_after_stops_before_the_backlog_of_a_bounded_run():
     assert ctx.run(keys[2:], T, complete=False, listing="start_after", bounded_files=2) == [
         "k2", "k3"]
     assert ctx.state.listed_up_to == {"/in": "k3"}
+
+
+def test_listing_options_are_checked_in_one_line_each():
+    def problems(**options) -> list[str]:
+        return FileSource(paths=options.pop("paths", ("s3://b/in",)), format="json",
+                          **options).problems()
+
+    assert problems(listing="sideways") == [
+        "listing must be one of full, start_after, partitions, notifications, not 'sideways'"]
+    assert problems(listing="start_after", recurse=False) == [
+        "listing='start_after' lists below the roots: it needs recurse=True"]
+    assert problems(listing="notifications") == [
+        "listing='notifications' and queue (the SQS queue URL the bucket's events arrive "
+        "in) go together"]
+    assert problems(listing="notifications", queue="https://sqs/q", paths=("/local",)) == [
+        "listing='notifications' reads S3 events: /local is not an s3:// path"]
+    assert problems(max_file_age_ms=0) == [
+        "max_file_age must be positive (or None: read every new file)"]
+    assert problems(listing="notifications", queue="https://sqs/q") == []

@@ -240,6 +240,82 @@ def test_a_bucket_on_another_endpoint_is_reached_through_conf_buckets(ws, s3_ser
         other.stop()
         storage.configure({})
 
+def test_an_object_older_than_the_last_listing_is_read_once(ws, s3_server, tmp_path):
+    """An object whose Last-Modified is older than the previous run's listing (a multipart
+    upload begun before it, a writer's clock behind) is read, on S3Proxy, where an
+    object's Last-Modified is its file's modification time."""
+    from framework import load_settings
+    from tests.databases import unavailable
+    from tests.s3 import S3ProxyServer
+
+    if isinstance(s3_server, str):
+        unavailable(s3_server)
+    try:
+        other = S3ProxyServer(str(tmp_path / "objects"))
+    except OSError as exc:
+        unavailable(str(exc))
+    try:
+        bucket = other.bucket()
+        (ws.conf / "deltamark.yaml").write_text(yaml.safe_dump({
+            "state_root": str(ws.root / "state"),
+            "buckets": {bucket.removeprefix("s3://"): {"endpoint_url": other.endpoint}}}))
+        ws.settings = load_settings(conf_dir=ws.conf)
+        landing = f"{bucket}/landing"
+        ws.declare(landing=landing)
+        land(landing, 1)
+        _, err = (run := ws.start_run()).communicate(timeout=180)
+        assert run.returncode == 0, err[-2000:]
+        land(landing, 2)
+        two_days_ago = time.time() - 2 * 86400
+        os.utime(tmp_path / "objects" / bucket.removeprefix("s3://") / "landing"
+                 / "batch-002.json", (two_days_ago, two_days_ago))
+        fs, path, _ = storage.filesystem(f"{landing}/batch-002.json")
+        assert fs.get_file_info(path).mtime.timestamp() < two_days_ago + 1
+        _, err = (run := ws.start_run()).communicate(timeout=180)
+        assert run.returncode == 0, err[-2000:]
+        assert ws.ids() == [100, 101, 102, 200, 201, 202]
+        assert [r.inputs["src"]["files"] for r in ws.store.runs("copy")] == [1, 1]
+    finally:
+        other.stop()
+        storage.configure({})
+
+
+def test_s3_event_notifications_find_new_objects_and_reconciliation_the_lost_ones(
+        ws, bucket, s3_server):
+    """listing="notifications": the bucket sends its events to an SQS queue (moto's);
+    each run reads what they announce, and lets the messages go once it has committed.
+    An event lost is made up for by the next full listing."""
+    import boto3
+
+    from framework.sources import file_events
+
+    sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=s3_server.endpoint)
+    queue = sqs.create_queue(QueueName=f"landing-{bucket.removeprefix('s3://')}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    boto3.client("s3", region_name="us-east-1", endpoint_url=s3_server.endpoint
+                 ).put_bucket_notification_configuration(
+        Bucket=bucket.removeprefix("s3://"), NotificationConfiguration={
+            "QueueConfigurations": [{"QueueArn": arn, "Events": ["s3:ObjectCreated:*"]}]})
+    landing = f"{bucket}/landing"
+    ws.declare(landing=landing, listing="notifications", queue=queue)
+    land(landing, 1)
+    put(f"{bucket}/elsewhere/x.json", "{}\n")  # announced, not under the source's path
+    assert ws.run().inputs["src"]["files"] == 1  # a first run lists in full
+    assert file_events.waiting(queue) == 0  # its messages were let go
+    land(landing, 2)
+    second = ws.run()
+    assert second.planned_files["src"] == [f"{landing}/batch-002.json"]
+    assert second.inputs["src"]["listed"] == 1  # from the event, not a listing
+    assert file_events.waiting(queue) == 0
+    land(landing, 3)
+    sqs.purge_queue(QueueUrl=queue)  # the event is lost
+    assert ws.run().status == "skipped"  # nothing announced
+    ws.declare(landing=landing, listing="notifications", queue=queue, reconcile_every_s="0")
+    assert ws.run().planned_files["src"] == [f"{landing}/batch-003.json"]
+    assert ws.ids() == [100, 101, 102, 200, 201, 202, 300, 301, 302]
+
+
 def test_credentials_stay_out_of_spark_conf_and_state(ws, bucket, spark, s3_server):
     secret = s3_server.environment["AWS_SECRET_ACCESS_KEY"]
     state = state_on_s3(ws, bucket)

@@ -687,8 +687,9 @@ def _kept(rows: pa.Table, filters: Sequence[tuple[str, str, Any]]) -> pa.Table:
     """The rows passing ``filters``: ``rows`` itself when all do (no copy of a large read)."""
     if not filters:
         return rows
-    passing = pc.fill_null(mask(rows, filters), False)
-    return rows if pc.all(passing).as_py() else rows.filter(passing)
+    passing = mask(rows, filters)
+    return (rows if passing.null_count == 0 and pc.all(passing).as_py()
+            else rows.filter(passing))
 
 
 def read_newest(path: str, *, column: str, within: int = 0,

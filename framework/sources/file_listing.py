@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 
 from framework.storage import filesystem, is_local, object_store
 
-__all__ = ["LISTED", "Listing", "list_roots"]
+__all__ = ["LISTED", "Listing", "list_found", "list_roots"]
 
 #: a listing's columns: the URI Spark reads, size, modification time, and the file's key
 #: below its root with the root's index in the source's paths
@@ -43,6 +43,9 @@ class Listing:
     files: pa.Table
     #: every file under every root was listed (not only keys after a bound)
     complete: bool
+    #: once the run planned from it has committed: what the listing consumed is let go
+    #: (an event queue's messages)
+    acknowledge: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self.files)
@@ -82,9 +85,25 @@ def list_roots(paths: Sequence[str], *, recurse: bool, exclusions: Sequence[str]
                    complete=complete)
 
 
-def _files(paths: Sequence[str] = (), sizes: Sequence[int] = (),
-           mtimes_ns: Sequence[int] = ()) -> pa.Table:
-    """Native paths with their sizes and modification times (ns) as a table."""
+def list_found(paths: Sequence[str], found: Iterable[tuple[int, str, int, int]], *,
+               exclusions: Sequence[str]) -> pa.Table:
+    """``LISTED`` rows of files found otherwise than by listing (root index, native path,
+    size, modification time in ns each), less hidden files and ``exclusions``."""
+    by_root: dict[int, list[tuple[str, int, int]]] = {}
+    for index, path, size, mtime_ns in found:
+        by_root.setdefault(index, []).append((path, size, mtime_ns))
+    parts = []
+    for index, rows in sorted(by_root.items()):
+        _, base, to_uri = filesystem(paths[index])
+        parts.append(_data_files(_files(*zip(*rows, strict=True)), index,
+                                 base.rstrip("/") + "/", to_uri(""), exclusions))
+    return pa.concat_tables(parts) if parts else LISTED.empty_table()
+
+
+def _files(paths: Sequence[str] = (), sizes: Sequence[int | None] = (),
+           mtimes_ns: Sequence[int | None] = ()) -> pa.Table:
+    """Native paths with their sizes and modification times (ns) as a table (a directory
+    has neither: its size is null)."""
     # inferring the strings' type converts a million paths 5 times faster than naming it
     return pa.table({"path": pa.array(paths).cast(pa.string()) if paths else
                      pa.array([], pa.string()),
@@ -113,12 +132,12 @@ def _data_files(found: pa.Table, root: int, prefix: str, scheme: str,
     keep = pc.invert(pc.match_substring_regex(key, "(^|/)[_.]"))
     if not pc.all(keep).as_py():  # a name starting with _ or .: hidden unless key=value
         keep = pa.array([k or not _hidden(key) for k, key in zip(
-            keep.to_pylist(), key.to_pylist(), strict=True)])
+            keep.to_pylist(), key.to_pylist(), strict=True)], pa.bool_())
     if exclusions:
         keep = pa.array([k and not any(fnmatch.fnmatchcase(u, p) or fnmatch.fnmatchcase(n, p)
                                        for p in exclusions)
                          for k, u, n in zip(keep.to_pylist(), uri.to_pylist(), key.to_pylist(),
-                                            strict=True)])
+                                            strict=True)], pa.bool_())
     listed = pa.table([uri, found["size"], pc.divide(found["mtime_ns"], 1_000_000),
                        pa.nulls(len(found), pa.int32()).fill_null(root), key], schema=LISTED)
     return listed if pc.all(keep).as_py() else listed.filter(keep)

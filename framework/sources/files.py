@@ -17,8 +17,10 @@ listing, a writer with a skewed clock. Nothing is left unread without being name
 Listing (``listing``): ``full`` lists everything under the roots every run. Where keys
 arrive in lexical order, ``start_after`` lists only the keys after the greatest key
 tracked, and ``partitions`` lists the date-named or ``key=value`` directory holding it and
-those after it; both list in full every ``reconcile_every`` (keys are sometimes out of
-order), and a file found so is read like any new one.
+those after it; ``notifications`` takes what S3 event notifications in an SQS queue
+announce (``framework.sources.file_events``). Each lists in full every
+``reconcile_every`` (keys are sometimes out of order, events are not guaranteed), and a
+file found so is read like any new one.
 
 A bookmark written by a deltamark that counted every file modified before a *settled*
 time as processed keeps that meaning for the files it saw: the next run tracks those
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -41,8 +44,9 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from framework.listed_reads import ListedFile, read_listed
-from framework.sources import malformed
-from framework.sources.file_listing import Listing, list_roots
+from framework.sources import file_events, malformed
+from framework.sources.file_listing import Listing, list_found, list_roots
+from framework.sources.state import encode
 from framework.spark_lines import lacking, require
 from framework.storage import filesystem
 
@@ -69,6 +73,7 @@ __all__ = [
     "TRACKED",
     "first_malformed",
     "list_files",
+    "listed_for_run",
     "new_items",
     "parse_exclusions",
     "plan_files",
@@ -78,12 +83,13 @@ __all__ = [
 FileFormat = Literal["json", "csv", "parquet", "orc", "xml", "text", "avro"]
 FORMATS: tuple[str, ...] = ("json", "csv", "parquet", "orc", "xml", "text", "avro")
 RewritePolicy = Literal["ignore", "reprocess"]
-ListingMode = Literal["full", "start_after", "partitions"]
-LISTING_MODES: tuple[str, ...] = ("full", "start_after", "partitions")
+ListingMode = Literal["full", "start_after", "partitions", "notifications"]
+LISTING_MODES: tuple[str, ...] = ("full", "start_after", "partitions", "notifications")
 #: what became of a tracked file: read, or set aside (and why)
 Outcome = Literal["read", "too_old", "rewritten", "adopted"]
 DEFAULT_RECONCILE_MS = 24 * 60 * 60 * 1000
 SOURCE_KIND = "files"
+log = logging.getLogger("deltamark.sources")
 
 #: the files a context tracks: one row per file and run that tracked it
 TRACKED = pa.schema([("path", pa.string()), ("size", pa.int64()),
@@ -168,6 +174,8 @@ class FileSource:
     listing: ListingMode = "full"
     #: a partial listing mode lists in full when the last full listing is this old (ms)
     reconcile_ms: int = DEFAULT_RECONCILE_MS
+    #: the SQS queue URL S3 event notifications arrive in (``listing="notifications"``)
+    queue: str | None = None
     lineage_column: str | None = None
     bad_records: malformed.BadRecords = "fail"
     #: the Delta table malformed records go to (``bad_records="quarantine"``)
@@ -213,6 +221,13 @@ class FileSource:
         elif self.listing != "full" and not self.recurse:
             found.append(f"listing={self.listing!r} lists below the roots: it needs "
                          "recurse=True")
+        elif (self.listing == "notifications") != bool(self.queue):
+            found.append("listing='notifications' and queue (the SQS queue URL the bucket's "
+                         "events arrive in) go together")
+        elif self.listing == "notifications" and (
+                elsewhere := [p for p in self.paths if not file_events.is_object_store(p)]):
+            found.append(f"listing='notifications' reads S3 events: {elsewhere[0]} is not "
+                         "an s3:// path")
         if self.reconcile_ms < 0:
             found.append("reconcile_every must not be negative")
         if not self.paths:
@@ -226,7 +241,8 @@ class FileSource:
                 "recurse": self.recurse, "exclusions": list(self.exclusions),
                 "bounded_files": self.bounded_files, "bounded_size": self.bounded_size,
                 "rewritten": self.rewritten, "max_file_age_ms": self.max_file_age_ms,
-                "listing": self.listing, "reconcile_ms": self.reconcile_ms}
+                "listing": self.listing, "reconcile_ms": self.reconcile_ms,
+                "queue": self.queue}
 
     @classmethod
     def from_description(cls, data: Mapping[str, Any]) -> FileSource:
@@ -235,7 +251,8 @@ class FileSource:
                    bounded_files=data["bounded_files"], bounded_size=data["bounded_size"],
                    rewritten=data["rewritten"], max_file_age_ms=data.get("max_file_age_ms"),
                    listing=data.get("listing", "full"),
-                   reconcile_ms=data.get("reconcile_ms", DEFAULT_RECONCILE_MS))
+                   reconcile_ms=data.get("reconcile_ms", DEFAULT_RECONCILE_MS),
+                   queue=data.get("queue"))
 
 
 @dataclass(frozen=True)
@@ -257,6 +274,8 @@ class FilePlan:
     state: FileState | None = None
     #: the listing covered every file (not only keys after the bookmark's)
     complete: bool = True
+    #: once the run has committed: let go of what the listing consumed (queue messages)
+    acknowledge: Callable[[], None] | None = None
 
     @property
     def bytes(self) -> int:
@@ -282,20 +301,38 @@ def list_files(source: FileSource, bookmark: FileBookmark | None = None, *,
 
     Raises:
         FileNotFoundError: a path does not exist.
+        ValueError: the event queue cannot be read.
     """
+    full = _full_listing_due(source, bookmark, now_ms)
+    if source.listing == "notifications" and source.queue:
+        events = file_events.receive(source.queue, source.paths)
+        if events.elsewhere:
+            log.warning("%d objects announced in %s are not under %s: their messages are "
+                        "taken all the same", events.elsewhere, source.queue,
+                        ", ".join(source.paths))
+        listing = (list_roots(source.paths, recurse=source.recurse,
+                              exclusions=source.exclusions) if full else
+                   Listing(list_found(source.paths, events.found,
+                                      exclusions=source.exclusions), complete=False))
+        return dataclasses.replace(listing, acknowledge=events.acknowledge)
     return list_roots(source.paths, recurse=source.recurse, exclusions=source.exclusions,
-                      after=_listing_bounds(source, bookmark, now_ms))
+                      after=None if full else _listing_bounds(source, bookmark))
 
 
-def _listing_bounds(source: FileSource, bookmark: FileBookmark | None,
-                    now_ms: int | None) -> dict[str, str] | None:
+def _full_listing_due(source: FileSource, bookmark: FileBookmark | None,
+                      now_ms: int | None) -> bool:
+    """A full listing: the mode's, a first run's, one due by ``reconcile_every``, or a
+    bookmark's that does not track every file by name yet."""
     if source.listing == "full" or bookmark is None:
-        return None
+        return True
     state = bookmark.state
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    if (state.settled_ms is not None or state.full_listing_ms is None
-            or now_ms - state.full_listing_ms >= source.reconcile_ms):
-        return None
+    return (state.settled_ms is not None or state.full_listing_ms is None
+            or now_ms - state.full_listing_ms >= source.reconcile_ms)
+
+
+def _listing_bounds(source: FileSource, bookmark: FileBookmark | None) -> dict[str, str]:
+    state = bookmark.state if bookmark else FileState()
     if source.listing == "start_after":
         return dict(state.listed_up_to)
     # partitions: the directory holding the greatest key is listed again, whole
@@ -310,8 +347,35 @@ def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks
     (``framework.sources.SourceKind``)."""
     source = FileSource.from_description(description)
     bookmark = bookmarks.files(context)
-    plan = plan_files(list_files(source, bookmark), source, start=bookmark, advance=True)
-    return len(plan.files) + len(plan.set_aside)
+    if source.queue and not _full_listing_due(source, bookmark, None):
+        return file_events.waiting(source.queue)  # taking them would hide them from the run
+    listing = list_files(source, bookmark)
+    plan = plan_files(listing, source, start=bookmark, advance=True)
+    if new := len(plan.files) + len(plan.set_aside):
+        _handed_over[_handover_key(source, bookmark)] = listing
+        while len(_handed_over) > MAX_HANDED_OVER:
+            del _handed_over[next(iter(_handed_over))]
+    return new
+
+
+#: listings the no-op check made and found something new in, for the run that follows
+#: (``listed_for_run``): by source description and bookmark state, the newest last
+_handed_over: dict[str, Listing] = {}
+MAX_HANDED_OVER = 4
+
+
+def _handover_key(source: FileSource, bookmark: FileBookmark | None) -> str:
+    state = encode(bookmark.state) if bookmark else None
+    return json.dumps([source.description(), state], sort_keys=True, default=str)
+
+
+def listed_for_run(source: FileSource, bookmark: FileBookmark | None) -> Listing:
+    """The listing a run plans from: the one its no-op check just made against the same
+    bookmark, if there is one (listed once, not twice: a file landing since belongs to
+    the next run, as one landing during the run does), else a new one (``list_files``).
+    """
+    return (_handed_over.pop(_handover_key(source, bookmark), None)
+            or list_files(source, bookmark))
 
 
 # --- planning -------------------------------------------------------------------------
@@ -353,7 +417,7 @@ def plan_files(
     plan = FilePlan(files=_listed_files(chosen), listed=len(listed),
                     backlog=len(pending) - len(chosen), too_old=_count(too_old),
                     rewritten=0 if source.rewritten == "reprocess" else _count(changed),
-                    complete=listing.complete)
+                    complete=listing.complete, acknowledge=listing.acknowledge)
     if not advance:
         return plan
     set_aside = [SetAside(f, "too_old") for f in _listed_files(candidates.filter(too_old))]
@@ -368,7 +432,7 @@ def plan_files(
         too_old_total=previous.too_old_total + plan.too_old,
         listed_up_to=(_listed_up_to(listed, pending.slice(len(chosen)), source.paths,
                                     previous.listed_up_to)
-                      if source.listing != "full" else {}),
+                      if source.listing in ("start_after", "partitions") else {}),
         full_listing_ms=now_ms if listing.complete else previous.full_listing_ms)
     return dataclasses.replace(plan, set_aside=tuple(set_aside), state=state)
 

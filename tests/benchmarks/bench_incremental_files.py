@@ -20,7 +20,7 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 TARGET = 0.5
@@ -50,22 +50,28 @@ def _timed(action) -> float:
 
 
 def scenario(spark, conf: Path, root: str, processed: int,
-             land: Callable[..., None] = land_local) -> dict[str, float]:
-    """Both sides over ``root/landing`` (a local path or URI), state and targets under
-    ``root``, deltamark's conf in ``conf``; ``land(landing, start, count, age_s=...,
-    empty=...)`` writes files ``start`` to ``start + count``."""
+             land: Callable[..., None] = land_local, *, new_files: int = NEW_FILES,
+             listings: Sequence[str] = ("full",), landing: str | None = None
+             ) -> dict[str, float]:
+    """Both sides over ``landing`` (a local path or URI; ``root/landing`` by default),
+    state and targets under ``root``, deltamark's conf in ``conf``; ``land(landing,
+    start, count, age_s=..., empty=...)`` writes files ``start`` to ``start + count``.
+    deltamark runs a job a listing mode (``listings``): each is a side, named
+    "deltamark (<listing>)"."""
     from pyspark.sql import functions as F
 
     from framework import load_settings, run_job
     from framework.delta import AppTransaction, delta_engine
     from jobs.orders_ingest import ORDER_SCHEMA
 
-    landing = f"{root}/landing"
+    landing = landing or f"{root}/landing"
     (conf / "jobs").mkdir(parents=True)
     (conf / "deltamark.yaml").write_text(f"state_root: {root}/state\ndelta: embedded\n")
-    (conf / "jobs" / "ingest.yaml").write_text(json.dumps({
-        "class": "jobs.orders_ingest:OrdersIngest",
-        "params": {"landing": landing, "target": f"{root}/dm_target"}}))
+    for listing in listings:
+        (conf / "jobs" / f"ingest_{listing}.yaml").write_text(json.dumps({
+            "class": "jobs.orders_ingest:OrdersIngest",
+            "params": {"landing": landing, "target": f"{root}/dm_target_{listing}",
+                       "listing": listing}}))
     settings = load_settings(conf_dir=conf)
     engine = delta_engine(spark, mode="embedded")
     ss_target, checkpoint = f"{root}/ss_target", f"{root}/ss_checkpoint"
@@ -76,8 +82,9 @@ def scenario(spark, conf: Path, root: str, processed: int,
         engine.write(df.withColumn("loaded_by_run", F.lit(batch_id + 1)), ss_target,
                      txn=AppTransaction("ss", batch_id + 1))
 
-    def deltamark() -> int:
-        return run_job(settings, "ingest", spark=spark).inputs["orders_src"]["files"]
+    def deltamark(listing: str) -> int:
+        return run_job(settings, f"ingest_{listing}",
+                       spark=spark).inputs["orders_src"]["files"]
 
     def structured_streaming() -> None:
         stream = (spark.readStream.format("json").schema(ORDER_SCHEMA).load(landing)
@@ -89,15 +96,19 @@ def scenario(spark, conf: Path, root: str, processed: int,
         query.awaitTermination()
 
     land(landing, 0, processed, age_s=3600, empty=True)
-    deltamark()
+    for listing in listings:
+        deltamark(listing)
     structured_streaming()
-    samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": []}
-    dm_files: list[int] = []
+    samples: dict[str, list[float]] = {"structured streaming": []}
     for round_ in range(ROUNDS):
-        land(landing, processed + round_ * NEW_FILES, NEW_FILES, age_s=0, empty=False)
-        samples["deltamark"].append(_timed(lambda: dm_files.append(deltamark())))
+        land(landing, processed + round_ * new_files, new_files, age_s=0, empty=False)
+        for listing in listings:
+            found: list[int] = []
+            samples.setdefault(f"deltamark ({listing})", []).append(
+                _timed(lambda listing=listing, found=found: found.append(deltamark(listing))))
+            assert found == [new_files], (listing, found)
         samples["structured streaming"].append(_timed(structured_streaming))
-        assert dm_files[-1] == NEW_FILES and ss_rows[-1] == NEW_FILES, (dm_files, ss_rows)
+        assert ss_rows[-1] == new_files, ss_rows
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -121,20 +132,26 @@ def main() -> None:
     report("bench_incremental_files", results)
 
 
-def report(name: str, results: dict[int, dict[str, float]]) -> None:
-    """Print each size's medians, ratio and verdict, and how each side grows."""
-    print(f"\n{name}: {NEW_FILES} new JSON files beside N processed ones, "
+def report(name: str, results: dict[int, dict[str, float]], *, new_files: int = NEW_FILES,
+           targets: Mapping[str, float] | None = None) -> None:
+    """Print each size's medians, each deltamark side's ratio to Structured Streaming and
+    its verdict (``targets``: by listing mode), and how each side grows."""
+    targets = targets or {"full": TARGET}
+    print(f"\n{name}: {new_files} new JSON files beside N processed ones, "
           f"{os.cpu_count()} cores, median of {ROUNDS} incremental runs, warm JVM")
-    print(f"{'processed N':>12}{'structured streaming':>22}{'deltamark':>11}{'ratio':>8}  "
-          f"target")
+    print(f"{'processed N':>12}  {'side':<28}{'seconds':>9}{'ratio':>8}  target")
     for n, r in results.items():
-        ratio = r["deltamark"] / r["structured streaming"]
-        verdict = "ok" if ratio <= TARGET else "MISSED"
-        print(f"{n:>12,}{r['structured streaming']:>21.2f}s{r['deltamark']:>10.2f}s"
-              f"{ratio:>8.2f}  <= {TARGET} {verdict}")
+        streaming = r["structured streaming"]
+        print(f"{n:>12,}  {'structured streaming':<28}{streaming:>8.2f}s")
+        for side, seconds in r.items():
+            if side.startswith("deltamark"):
+                target = targets[side.removeprefix("deltamark (").rstrip(")")]
+                ratio = seconds / streaming
+                print(f"{'':>12}  {side:<28}{seconds:>8.2f}s{ratio:>8.2f}  <= {target} "
+                      f"{'ok' if ratio <= target else 'MISSED'}")
     if len(results) > 1:
         small, large = min(results), max(results)
-        for side in ("structured streaming", "deltamark"):
+        for side in results[large]:
             growth = results[large][side] / results[small][side]
             print(f"  {side}: {growth:.2f}x the time at {large:,} vs {small:,} processed files")
 

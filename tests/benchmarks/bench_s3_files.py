@@ -1,10 +1,13 @@
-"""bench_incremental_files with the landing directory, state and targets on S3 (moto's
-server on 127.0.0.1, started here): deltamark's incremental run over N processed objects
-and 100 new ones against Structured Streaming's file source (Trigger.AvailableNow)
-listing the same prefix through S3A, in the same warm session. Target: ratio <= 0.5.
+"""bench_incremental_files with the landing directory on S3 (S3Proxy on 127.0.0.1,
+started here: it holds 100,000 objects and more, where moto's server slows down; state
+and targets stay on local disk): deltamark's incremental run over N processed objects and
+1,000 new ones, listing in full and from the last key (``start_after``: ListObjectsV2
+StartAfter), against Structured Streaming's file source (Trigger.AvailableNow) listing
+the same prefix through S3A, in the same warm session. Targets: ratio <= 0.5 listing in
+full, <= 0.1 from the last key.
 
-DELTAMARK_BENCH_S3_FILES sets the sizes (default "1000"; the issue's 10,000 and 50,000 on
-demand: objects land at ~250 a second, and each side's first run checks every one).
+DELTAMARK_BENCH_S3_FILES sets the sizes (default "1000"; 100,000 on demand: objects land
+at ~1,000 a second, and each side's first run checks every one).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import tempfile
 from pathlib import Path
 
 from tests.benchmarks.bench_incremental_files import order, report, scenario
+
+NEW_OBJECTS = 1000
+TARGETS = {"full": 0.5, "start_after": 0.1}
 
 
 def land_objects(landing: str, start: int, count: int, *, age_s: float, empty: bool) -> None:
@@ -38,10 +44,10 @@ def land_objects(landing: str, start: int, count: int, *, age_s: float, empty: b
 
 
 def main() -> None:
-    from tests.s3 import S3Server
+    from tests.s3 import S3ProxyServer
 
     sizes = [int(n) for n in os.environ.get("DELTAMARK_BENCH_S3_FILES", "1000").split(",")]
-    server = S3Server()  # before the JVM: S3A takes the AWS environment at its start
+    server = S3ProxyServer()  # before the JVM: S3A takes the AWS environment at its start
     os.environ.update(server.environment)
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-s3-"))
     try:
@@ -50,12 +56,14 @@ def main() -> None:
 
         spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
         spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-        results = {n: scenario(spark, scratch / f"conf{n}", f"{server.bucket()}/n{n}", n,
-                               land_objects) for n in sizes}
+        results = {n: scenario(spark, scratch / f"conf{n}", str(scratch / f"n{n}"), n,
+                               land_objects, new_files=NEW_OBJECTS, listings=tuple(TARGETS),
+                               landing=f"{server.bucket()}/landing") for n in sizes}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         server.stop()
-    report("bench_s3_files (moto S3 on 127.0.0.1, S3A)", results)
+    report("bench_s3_files (S3Proxy on 127.0.0.1, S3A)", results, new_files=NEW_OBJECTS,
+           targets=TARGETS)
 
 
 if __name__ == "__main__":
