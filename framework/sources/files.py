@@ -124,7 +124,7 @@ class FileState:
         for root, key in sorted(self.listed_up_to.items()):
             lines.append(("listed up to", f"{root}: {key}"))
         if self.full_listing_ms is not None:
-            lines.append(("last full listing", _iso(self.full_listing_ms)))
+            lines.append(("listed in full", _iso(self.full_listing_ms)))
         if self.settled_ms is not None:
             lines.append(("high-water mark", f"{_iso(self.settled_ms)} (files modified at "
                           "or before it count as processed until the next run names them)"))
