@@ -5,8 +5,9 @@ check once they are read, side by side with a bare recursive listing of the same
 (pyarrow's, the floor of any full listing). No Spark: this is what runs before it.
 
 Targets: a full listing's plan and the no-op check <= 1.5x the bare listing; with
-``start_after`` or ``partitions`` <= 0.1x; the state <= 100 bytes a tracked file on disk,
-its read and a run's commit <= 1 s each, the planning process under 1 GB resident.
+``start_after`` or ``partitions`` <= 0.1x at a million files (their cost is what is new,
+so their ratio shrinks as the history grows); the state <= 100 bytes a tracked file on
+disk, its read and a run's commit <= 1 s each, the planning process under 1 GB resident.
 
 DELTAMARK_BENCH_SCALE_FILES sets the number of files already read (default 1,000,000).
 """
@@ -29,6 +30,7 @@ NEW_FILES = 1000
 RUNS = 100  # the history's runs, each reading an equal share
 ROUNDS = 3
 TARGETS = {"full": 1.5, "noop": 1.5, "start_after": 0.1, "partitions": 0.1}
+FULL_SIZE = 1_000_000  # the partial listings' targets hold from this many files
 FIRST_HOUR = datetime(2026, 10, 1, tzinfo=UTC)
 
 
@@ -164,6 +166,8 @@ def main() -> None:
                             ("partitions", "plan listing the newest partition on")):
             ratio = seconds[name] / listing_s
             verdict = "met" if ratio <= TARGETS[name] else "MISSED"
+            if name in ("start_after", "partitions") and processed < FULL_SIZE:
+                verdict = f"{verdict} here; the target is for {FULL_SIZE:,} files"
             print(f"  {label:<40} {seconds[name]:7.2f} s  ratio {ratio:5.2f} "
                   f"(target <= {TARGETS[name]}: {verdict})")
         per_file = bytes_on_disk / (processed + NEW_FILES)
