@@ -441,6 +441,29 @@ def test_each_kind_s_stored_state_decodes_to_its_class_and_encodes_back_unchange
     assert dataclasses.replace(state) == state  # frozen plain data
 
 
+def test_processed_files_of_layout_1_read_as_read(tmp_path):
+    """A state root written before processed_files had ``outcome``: its rows are files
+    read, and the next rows add the column."""
+    from state_tables.schemas import PROCESSED_FILES
+
+    store = open_store(tmp_path / "state")
+    old = pa.schema([f for f in PROCESSED_FILES.schema if f.name != "outcome"])
+    log.append_rows(store.path(PROCESSED_FILES), pa.Table.from_pylist([
+        {"schema_version": 1, "job": "j", "context": "c", "run_id": "r1", "run_seq": 1,
+         "path": "/in/a.json", "size": 3, "modified_ms": 10}], schema=old))
+    tracked = store.tracked_files("j", "c", {1})
+    assert tracked.to_pylist() == [{"path": "/in/a.json", "size": 3, "modified_ms": 10,
+                                    "outcome": "read"}]
+    assert [f.outcome for f in store.processed_files("j", "c")] == ["read"]
+    store.record_plan(Run(job="j", run_id="r2", run_seq=2, status="running", mode="enable",
+                          started_at=dt.datetime.now(dt.UTC)),
+                      files=[ProcessedFile(job="j", context="c", run_id="r2", run_seq=2,
+                                           path="/in/b.json", size=4, modified_ms=20,
+                                           outcome="too_old")])
+    assert sorted(store.tracked_files("j", "c", {1, 2})["outcome"].to_pylist()) == [
+        "read", "too_old"]
+
+
 def test_a_file_state_from_before_tracking_by_name_keeps_its_settled_time():
     from framework.sources.state import decode
 

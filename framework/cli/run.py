@@ -141,7 +141,8 @@ def _describe_counts(counts: dict) -> str:
 
 #: why a file context tracked a file without reading it, by outcome
 NOT_READ = {"too_old": "older than max_file_age",
-            "rewritten": "rewritten since read (rewritten='ignore')"}
+            "rewritten": "rewritten since read (rewritten='ignore')",
+            "adopted": "counted as processed by an earlier deltamark's bookmark"}
 
 
 def _listed(paths: list[str]) -> list[str]:

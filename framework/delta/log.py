@@ -726,9 +726,11 @@ def read_newest(path: str, *, column: str, within: int = 0,
 
 def _schemas(table: DeltaTable, used: Sequence[str], columns: Sequence[str] | None
              ) -> tuple[pa.Schema, pa.Schema]:
-    """The columns asked for, and those to read: with the ``used`` ones (filtered on)."""
+    """The columns asked for, and those to read: with the ``used`` ones (filtered on). A
+    column the table does not have (added to its layout since) is left to the caller."""
     schema = pa.schema(table.schema().to_arrow())
-    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    wanted = schema if columns is None else pa.schema([schema.field(c) for c in columns
+                                                       if c in schema.names])
     needed = pa.schema([f for f in schema if f.name in wanted.names or f.name in used])
     return wanted, needed
 
