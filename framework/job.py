@@ -262,10 +262,7 @@ class JobContext:
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs%s",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog,
                       "" if plan.complete else " (listed from the bookmark's last key)")
-        for why, outcome in (("older than max_file_age", "too_old"),
-                             ("rewritten since read (rewritten='ignore')", "rewritten"),
-                             ("counted as processed by an earlier deltamark's bookmark "
-                              "(older than its high-water mark)", "adopted")):
+        for outcome, why in files.NOT_READ.items():
             if named := [s.file.path for s in plan.set_aside if s.outcome == outcome]:
                 self.log.warning("%s: %d files %s, not read: %s%s", context, len(named),
                                  why, ", ".join(named[:10]),

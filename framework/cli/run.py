@@ -16,6 +16,7 @@ from framework.cli._common import library_errors, options
 from framework.config import Settings
 from framework.errors import RunStopped
 from framework.sinks import target_of
+from framework.sources import files
 
 if TYPE_CHECKING:
     from framework.runner import RunReport
@@ -139,12 +140,6 @@ def _describe_counts(counts: dict) -> str:
                else ""))
 
 
-#: why a file context tracked a file without reading it, by outcome
-NOT_READ = {"too_old": "older than max_file_age",
-            "rewritten": "rewritten since read (rewritten='ignore')",
-            "adopted": "counted as processed by an earlier deltamark's bookmark"}
-
-
 def _listed(paths: list[str]) -> list[str]:
     shown = [f"        {p}" for p in paths[:SHOWN_FILES]]
     if len(paths) > SHOWN_FILES:
@@ -172,7 +167,7 @@ def _text(report: "RunReport") -> str:
         lines.append(f"  read  {context}: {_describe_counts(counts)}")
         if report.dry_run:
             lines += _listed(report.planned_files.get(context, []))
-        for outcome, why in NOT_READ.items():
+        for outcome, why in files.NOT_READ.items():
             if paths := [p for p, o in report.set_aside.get(context, []) if o == outcome]:
                 lines.append(f"  not read, {why}: {len(paths)} files")
                 lines += _listed(paths)

@@ -66,6 +66,7 @@ __all__ = [
     "LISTING_MODES",
     "ListedFile",
     "ListingMode",
+    "NOT_READ",
     "Outcome",
     "RewritePolicy",
     "SOURCE_KIND",
@@ -87,6 +88,11 @@ ListingMode = Literal["full", "start_after", "partitions", "notifications"]
 LISTING_MODES: tuple[str, ...] = ("full", "start_after", "partitions", "notifications")
 #: what became of a tracked file: read, or set aside (and why)
 Outcome = Literal["read", "too_old", "rewritten", "adopted"]
+#: why a file was set aside, in words, by outcome (the run's report and log)
+NOT_READ: Mapping[str, str] = {
+    "too_old": "older than max_file_age",
+    "rewritten": "rewritten since read (rewritten='ignore')",
+    "adopted": "counted as processed by an earlier deltamark's bookmark"}
 DEFAULT_RECONCILE_MS = 24 * 60 * 60 * 1000
 SOURCE_KIND = "files"
 log = logging.getLogger("deltamark.sources")
