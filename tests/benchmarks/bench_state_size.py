@@ -47,7 +47,7 @@ def _read(store: StateStore, seq: int) -> None:
     current = store.histories(JOB, context=CONTEXT).get(CONTEXT)
     assert (last.run_seq if last else 0) == seq - 1
     assert current is None or current.current.run_seq == seq - 1
-    store.processed_files(JOB, CONTEXT, modified_after_ms=seq - 2)
+    store.tracked_files(JOB, CONTEXT, current.valid_runs if current else set())
 
 
 def _commit(store: StateStore, seq: int) -> None:
