@@ -109,15 +109,14 @@ def _created(body: str) -> list[tuple[str, str]]:
 
 def _under(keys: list[tuple[str, str]], roots: Sequence[str]
            ) -> tuple[list[tuple[int, str, int, int]], int]:
+    scopes = [_bucket_and_prefix(root) for root in roots]
     found, elsewhere, seen = [], 0, set()
     for bucket, key in keys:
-        index = next((i for i, root in enumerate(roots)
-                      if _bucket_and_prefix(root) == (bucket, key[:len(_prefix(root))])),
-                     None)
+        index = next((i for i, (b, prefix) in enumerate(scopes)
+                      if b == bucket and key.startswith(prefix)), None)
         if index is None:
             elsewhere += 1
-            continue
-        if (index, key) not in seen:
+        elif (index, key) not in seen:
             seen.add((index, key))
             fs, path, _ = filesystem(f"{roots[index].split('://')[0]}://{bucket}/{key}")
             info = fs.get_file_info(path)
@@ -127,12 +126,9 @@ def _under(keys: list[tuple[str, str]], roots: Sequence[str]
 
 
 def _bucket_and_prefix(root: str) -> tuple[str, str]:
-    return root.split("://", 1)[1].partition("/")[0], _prefix(root)
-
-
-def _prefix(root: str) -> str:
-    prefix = root.split("://", 1)[1].partition("/")[2].strip("/")
-    return f"{prefix}/" if prefix else ""
+    """A root's bucket, and the prefix of the keys under it (``""`` or ``"a/b/"``)."""
+    bucket, _, prefix = root.split("://", 1)[1].partition("/")
+    return bucket, f"{prefix.strip('/')}/" if prefix.strip("/") else ""
 
 
 def _client(queue: str) -> Any:

@@ -322,7 +322,8 @@ def list_files(source: FileSource, bookmark: FileBookmark | None = None, *,
                                       exclusions=source.exclusions), complete=False))
         return dataclasses.replace(listing, acknowledge=events.acknowledge)
     return list_roots(source.paths, recurse=source.recurse, exclusions=source.exclusions,
-                      after=None if full else _listing_bounds(source, bookmark))
+                      after=None if full or bookmark is None
+                      else _listing_bounds(source, bookmark.state))
 
 
 def _full_listing_due(source: FileSource, bookmark: FileBookmark | None,
@@ -337,8 +338,7 @@ def _full_listing_due(source: FileSource, bookmark: FileBookmark | None,
             or now_ms - state.full_listing_ms >= source.reconcile_ms)
 
 
-def _listing_bounds(source: FileSource, bookmark: FileBookmark | None) -> dict[str, str]:
-    state = bookmark.state if bookmark else FileState()
+def _listing_bounds(source: FileSource, state: FileState) -> dict[str, str]:
     if source.listing == "start_after":
         return dict(state.listed_up_to)
     # partitions: the directory holding the greatest key is listed again, whole
