@@ -1,4 +1,5 @@
-"""Operator actions on a job's state: abort a run, rewind, reset, and read the history.
+"""Operator actions on a job's state: abort a run, rewind, reset, and read the history and
+the bookmarks (readable views: nothing opaque).
 
 Every change is appended (history is never rewritten) and made under the job's lease, so
 it cannot interleave with a run.
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import pyarrow.compute as pc
+
 from framework.config import Settings
 from framework.errors import (
     JobNotFoundError,
@@ -25,13 +28,14 @@ from framework.errors import (
 from framework.lease import job_lease
 from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
-from framework.state import open_store
+from framework.sources import files
+from framework.state_io import open_store
 from framework.target_runs import discard_unlanded, landed_targets, runs_in
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 from state_tables.store import StateStore
 
 __all__ = ["Repair", "RepairedRun", "Rewind", "abort_run",
-           "bookmark_history", "glue_bookmark_entry", "repair", "require_job",
+           "bookmark_history", "describe_bookmarks", "glue_bookmark_entry", "repair", "require_job",
            "require_workflow", "reset", "rewind"]
 
 
@@ -303,3 +307,34 @@ def glue_bookmark_entry(store: StateStore, job: str, *, run_id: str | None = Non
         "JobBookmark": json.dumps({b.context: {"kind": b.source_kind, **b.state}
                                    for b in states}, sort_keys=True),
     }
+
+
+def describe_bookmarks(store: StateStore, job: str, *, context: str | None = None,
+                       list_files: bool = False) -> list[dict[str, Any]]:
+    """Each context's current bookmark as plain data.
+
+    File contexts add ``tracked_files`` (how many files they track by name) and, with
+    ``list_files``, ``files``: each tracked file as its newest run tracked it, with its
+    size, modification time, run and outcome (read, or set aside and why).
+    """
+    described = []
+    for context_name, history in store.histories(job, context=context).items():
+        bookmark = history.current
+        entry: dict[str, Any] = {
+            "context": context_name, "kind": bookmark.source_kind,
+            "run_seq": bookmark.run_seq, "run_id": bookmark.run_id, "event": bookmark.event,
+            "committed_at": bookmark.committed_at, "state": dict(bookmark.state)}
+        if bookmark.source_kind == files.SOURCE_KIND and bookmark.event != "reset":
+            tracked = store.tracked_files(job, context_name, history.valid_runs)
+            entry["tracked_files"] = pc.count_distinct(tracked["path"]).as_py()
+            if list_files:
+                newest = {f.path: f for f in sorted(
+                    store.processed_files(job, context_name, run_seqs=history.valid_runs),
+                    key=lambda f: f.run_seq)}
+                entry["files"] = [
+                    {"path": f.path, "size": f.size, "run_seq": f.run_seq,
+                     "outcome": f.outcome,
+                     "modified_at": datetime.fromtimestamp(f.modified_ms / 1000, UTC)}
+                    for f in sorted(newest.values(), key=lambda f: (f.modified_ms, f.path))]
+        described.append(entry)
+    return described

@@ -7,10 +7,11 @@ decides whether there is anything new (``framework.preflight``): both see the sa
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from framework.errors import SourceError
 from framework.sources import files
-from framework.sources.state import BookmarkState, decode
+from framework.sources.bookmark_codec import BookmarkState, decode
 from state_tables.store import ContextHistory, StateStore
 
 __all__ = ["BookmarkHistory"]
@@ -51,7 +52,8 @@ class BookmarkHistory:
         history = self.current(context, files.SOURCE_KIND, up_to_seq=up_to_seq)
         if history is None:
             return None
-        state = decode(files.SOURCE_KIND, history.current.state)
+        # KINDS names FileState as the file kind's state class
+        state = cast(files.FileState, decode(files.SOURCE_KIND, history.current.state))
         # read on a thread of its own: the caller lists the source meanwhile
         reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltamark-tracked")
         reading = reader.submit(self.store.tracked_files, self.job, context,

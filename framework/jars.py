@@ -92,10 +92,9 @@ def resolve(spark_version: str | None = None, *, into: Path | None = None) -> li
     """
     if into is None and (jars := installed()):
         return jars
-    same_line = spark_version is None or (
-        (version := installed_version()) is not None
-        and line_of(version) == line_of(spark_version))
-    if same_line:
+    if spark_version is None or (
+            (version := installed_version()) is not None
+            and line_of(version) == line_of(spark_version)):
         text, shipped = _installed_pom(), set(_pyspark_jars())
     else:
         text, shipped = pom(line_of(spark_version)), set(_EVERY_SPARK_SHIPS)

@@ -93,7 +93,7 @@ def load_job(settings: Settings, name: str) -> JobSpec:
         checks, check_problems = parse_checks(raw["checks"])
         problems += check_problems
 
-    job_class = None
+    job_class: type[IncrementalJob] | None = None
     if "class" not in raw:
         problems.append("class: missing (module.path:ClassName or file.py:ClassName)")
     else:
@@ -103,12 +103,13 @@ def load_job(settings: Settings, name: str) -> JobSpec:
 
     if problems:
         raise ConfigError(str(path), problems)
+    assert job_class is not None  # else "class" was missing or unusable: a problem
     return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
                    params=params, description=str(raw.get("description", "")),
                    checks=checks, skip_when_nothing_new=skip)
 
 
-def _import_class(ref: str, conf_dir: Path) -> tuple[Any, str | None]:
+def _import_class(ref: str, conf_dir: Path) -> tuple[type[IncrementalJob] | None, str | None]:
     from framework.job import IncrementalJob
 
     where, _, class_name = ref.rpartition(":")
@@ -154,6 +155,8 @@ def _load_file(path: Path) -> Any:
         raise ImportError(f"no file {path}")
     name = f"deltamark_jobs.{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
+    # a .py file (what callers pass) always gets a spec with a source loader
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -181,7 +181,7 @@ class _ObjectLease:
                 if self.read()[1] == tag:
                     obstore.delete(self.store, self.key)
 
-    def _acquire(self, holder: dict[str, Any], take_over_from: str | None) -> str:
+    def _acquire(self, holder: dict[str, Any], take_over_from: str | None) -> str | None:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
@@ -197,7 +197,7 @@ class _ObjectLease:
         except (AlreadyExistsError, PreconditionError):
             raise ConcurrentRunError(self.job, self.read()[0] or {}) from None
 
-    def _put(self, holder: dict[str, Any], mode: Any) -> str:
+    def _put(self, holder: dict[str, Any], mode: Any) -> str | None:
         import obstore
 
         expires = datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)

@@ -44,7 +44,7 @@ from state_tables.model import Run
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
-    from framework.sources.jdbc import Connection
+    from framework.jdbc import Connection
 
 __all__ = ["Preflight", "fingerprint", "preflight", "waiting"]
 
@@ -144,6 +144,7 @@ def waiting(store: StateStore, job: str, connections: Callable[[str], Connection
     bookmarks = BookmarkHistory(store, job)
     found: dict[str, int | str] = {}
     for context, description in last.sources.items():
+        new: int | str | None
         try:
             new = None if description is None else _new_items(context, description,
                                                               bookmarks, connections)

@@ -18,7 +18,7 @@ from framework.bookmark_history import BookmarkHistory
 from framework.errors import JobError, MissingContextError
 from framework.modes import BookmarkOptions
 from framework.sources import files
-from framework.sources.state import BookmarkState, encode
+from framework.sources.bookmark_codec import BookmarkState, encode
 from framework.target_runs import run_record
 from state_tables.model import Bookmark, ProcessedFile, Watermark
 

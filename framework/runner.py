@@ -48,17 +48,18 @@ from framework.errors import (
     one_line,
 )
 from framework.faults import crash_point
-from framework.job import Connections, JobContext
+from framework.jdbc import settings_connections
+from framework.job import JobContext
 from framework.job_config import JobSpec, load_job
+from framework.job_run import Connections, JobRun
 from framework.lease import job_lease
 from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
 from framework.run_plan import PinnedRead, RunIdentity, WorkflowRun
 from framework.sinks import jdbc as jdbc_sink
+from framework.sources.bookmark_codec import decode
 from framework.sources.files import ListedFile
-from framework.sources.jdbc import settings_connections
-from framework.sources.state import decode
-from framework.state import open_store
+from framework.state_io import open_store
 from framework.target_runs import (
     attempted_targets,
     check_state_knows,
@@ -200,15 +201,15 @@ def run_job(
                                run_seq=last.run_seq + 1 if last else 1, range_seqs=range_seqs,
                                attempt=last.attempt + 1 if last and last.status == "failed"
                                else 1, workflow=workflow)
-        ctx, run = _execute(spec, identity, params, options, store, session, engine,
+        job_run, run = _execute(spec, identity, params, options, store, session, engine,
                             connections, dry_run=dry_run, fingerprint=fingerprint)
     return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=run.attempt,
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
-                     inputs=ctx.run_plan.inputs(), outputs=ctx.outputs(),
-                     planned_files=ctx.run_plan.planned_files(),
-                     set_aside=ctx.run_plan.set_aside(), recovered=recovered,
-                     properties=ctx.published(), preflight=ahead.reason)
+                     inputs=job_run.plan.inputs(), outputs=job_run.outputs(),
+                     planned_files=job_run.plan.planned_files(),
+                     set_aside=job_run.plan.set_aside(), recovered=recovered,
+                     properties=job_run.published(), preflight=ahead.reason)
 
 
 def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mapping[str, str],
@@ -217,6 +218,7 @@ def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mappin
     """Record (unless a dry run) a run that found nothing new: it repeats the last one's
     sources and run properties, and touches nothing else."""
     last = ahead.compared
+    assert last is not None  # preflight decides a skip only against the last run
     now = datetime.now(UTC)
     run = Run(job=spec.name, run_id=run_id, run_seq=last.run_seq + 1, status="skipped",
               mode=options.mode, started_at=now, ended_at=now,
@@ -242,7 +244,7 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
              options: BookmarkOptions, store: StateStore,
              spark: SparkSession, engine: DeltaEngine, connections: Connections, *,
              dry_run: bool = False, recovery: str | None = None,
-             fingerprint: str | None = None) -> tuple[JobContext, Run]:
+             fingerprint: str | None = None) -> tuple[JobRun, Run]:
     """Steps 2-4 of the protocol for one run (a new one, or the replay of one: it has no
     fingerprint, so the run after it is never skipped)."""
     run = Run(job=spec.name, run_id=identity.run_id, run_seq=identity.run_seq,
@@ -250,27 +252,28 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
               attempt=identity.attempt, arguments=_arguments(params, options),
               recovery=recovery, fingerprint=fingerprint)
     steps = None if dry_run else _Steps(store, run)
-    ctx = JobContext(spark=spark, run=identity, params=params, bookmark=options, store=store,
-                     engine=engine, connections=connections, checks=spec.checks, hooks=steps,
+    job_run = JobRun(spark=spark, run=identity, bookmark=options, store=store, engine=engine,
+                     connections=connections, checks=spec.checks, hooks=steps,
                      dry_run=dry_run)
+    ctx = JobContext(job_run, params)
     if steps is None:
         _run_code(spec, ctx)
-        return ctx, run
-    steps.record(ctx, "running")
+        return job_run, run
+    steps.record(job_run, "running")
     crash_point("started")
     try:
         _run_code(spec, ctx)
-        ctx.land_staged()
+        job_run.land_staged()
     except Exception as exc:
         error = redact(one_line(exc))
-        if isinstance(exc, DataQualityError) and (undone := _roll_back(ctx, run)):
+        if isinstance(exc, DataQualityError) and (undone := _roll_back(job_run, run)):
             error += f" The run's earlier writes were rolled back: {', '.join(undone)}."
-        steps.record(ctx, "failed", error=error[:2000])
+        steps.record(job_run, "failed", error=error[:2000])
         raise JobFailedError(spec.name, identity.run_id, exc) from exc
     crash_point("returned")
-    succeeded = steps.record(ctx, "succeeded")
-    ctx.run_plan.committed()
-    return ctx, succeeded
+    succeeded = steps.record(job_run, "succeeded")
+    job_run.plan.committed()
+    return job_run, succeeded
 
 
 def _run_code(spec: JobSpec, ctx: JobContext) -> None:
@@ -283,7 +286,7 @@ def _run_code(spec: JobSpec, ctx: JobContext) -> None:
             raise JobError(spec.name, f"the job called sys.exit({exc.code!r})") from exc
 
 
-def _roll_back(ctx: JobContext, run: Run) -> list[str]:
+def _roll_back(job_run: JobRun, run: Run) -> list[str]:
     """Undo the writes of ``run`` that landed before a data-quality gate rejected a later
     one, so the run fails whole and is not replayed (the gate would reject it again).
 
@@ -294,11 +297,11 @@ def _roll_back(ctx: JobContext, run: Run) -> list[str]:
     written, and the run is replayed as after any failure. Returns the targets rolled back.
     """
     undone = []
-    attempt = dataclasses.replace(run, outputs=ctx.outputs())
+    attempt = dataclasses.replace(run, outputs=job_run.outputs())
     for target in attempted_targets(attempt):
         if target.landed(run.job, run.run_seq) and target.roll_back(run.job, run.run_seq,
                                                                     run.run_id):
-            ctx.rolled_back(target.key)
+            job_run.rolled_back(target.key)
             undone.append(target.key)
     return undone
 
@@ -313,32 +316,32 @@ class _Steps:
     def __init__(self, store: StateStore, run: Run):
         self.store, self.run = store, run
 
-    def record(self, ctx: JobContext, status: RunStatus, *, error: str | None = None) -> Run:
-        run, plan = self._progress(ctx, status, error)
+    def record(self, job_run: JobRun, status: RunStatus, *, error: str | None = None) -> Run:
+        run, plan = self._progress(job_run, status, error)
         self._write(run, *plan)
         return run
 
-    def before_target_write(self, ctx: JobContext) -> Callable[[], object]:
+    def before_target_write(self, job_run: JobRun) -> Callable[[], object]:
         """Record the plan so far on a thread of its own, while Spark writes the target's
         data (its commit waits for the returned callable)."""
-        run, plan = self._progress(ctx, "running", None)
+        run, plan = self._progress(job_run, "running", None)
         worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltamark-state")
         recorded = worker.submit(self._write, run, *plan, crash_after="planned")
         worker.shutdown(wait=False)  # its thread ends with the record
         return recorded.result
 
-    def after_target_write(self, ctx: JobContext) -> None:
+    def after_target_write(self, job_run: JobRun) -> None:
         crash_point("target_committed")
 
-    def _progress(self, ctx: JobContext, status: RunStatus, error: str | None
+    def _progress(self, job_run: JobRun, status: RunStatus, error: str | None
                   ) -> tuple[Run, _Plan]:
         final = status in ("succeeded", "failed")
-        plan = ctx.run_plan.unpersisted() if status != "failed" else ([], [], [])
-        run = dataclasses.replace(self.run, status=status, inputs=ctx.run_plan.inputs(),
-                                  outputs=ctx.outputs(), error=error,
-                                  sources=ctx.run_plan.sources(), properties=ctx.published(),
+        plan = job_run.plan.unpersisted() if status != "failed" else ([], [], [])
+        run = dataclasses.replace(self.run, status=status, inputs=job_run.plan.inputs(),
+                                  outputs=job_run.outputs(), error=error,
+                                  sources=job_run.plan.sources(), properties=job_run.published(),
                                   ended_at=datetime.now(UTC) if final else None,
-                                  mode="pause" if ctx.run_plan.held else self.run.mode)
+                                  mode="pause" if job_run.plan.held else self.run.mode)
         return run, plan
 
     def _write(self, run: Run, bookmarks: list[Bookmark], files: list[ProcessedFile],
@@ -414,7 +417,9 @@ def _range(job: str, options: BookmarkOptions, store: StateStore) -> tuple[int, 
             job, f"{' and '.join(dict.fromkeys(missing))}: not a run of this job that "
             f"committed bookmarks (succeeded in enable mode). Recent such runs: "
             f"{', '.join(recent.split(', ')[-5:]) or 'none'}. See deltamark runs list.")
-    first, last = found[options.from_run].run_seq, found[options.to_run].run_seq
+    first_run, last_run = found[options.from_run], found[options.to_run]
+    assert first_run is not None and last_run is not None  # else they are missing
+    first, last = first_run.run_seq, last_run.run_seq
     if first > last:
         raise BookmarkOptionError(
             job, f"--bookmark-from {options.from_run} (run {first}) comes after "

@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from framework import jars, local_jvm, storage
 from framework.config import Settings
@@ -185,11 +185,11 @@ def temporary_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[Non
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
+        for key, old in before.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 def quoted(name: str) -> str:
@@ -215,7 +215,10 @@ def to_arrow(df: DataFrame) -> pa.Table:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return pa.Table.from_batches(df._collect_as_arrow(), schema=to_arrow_schema(df.schema))
+    # Spark 3.5's DataFrame has _collect_as_arrow; the Spark 4 classes mypy reads do not
+    spark35_df = cast("Any", df)
+    return pa.Table.from_batches(spark35_df._collect_as_arrow(),
+                                 schema=to_arrow_schema(df.schema))
 
 
 def try_cast(column: str, to: DataType | str) -> Column:

@@ -18,10 +18,13 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from obstore.store import S3Config
 
 __all__ = ["BucketSettings", "absolute", "configure", "delta_options", "exists", "filesystem",
            "is_local", "join", "local_path", "object_store", "read_bytes", "spark_conf"]
@@ -157,7 +160,8 @@ def object_store(uri: str) -> Any:
     from obstore.store import from_url
 
     own = _own(uri)
-    config = _named(own, "endpoint", "region")
+    # _named's keys are the S3Config options "endpoint" and "region", its values strings
+    config = cast("S3Config", _named(own, "endpoint", "region"))
     return from_url(uri.replace("s3a://", "s3://", 1).replace("s3n://", "s3://", 1),
                     config=config or None,
                     client_options={"allow_http": True} if _plain_http(own, os.environ)
@@ -191,7 +195,7 @@ def spark_conf(*, buckets: Mapping[str, BucketSettings] | None = None,
 
 
 def _s3a_conf(prefix: str, endpoint: str | None, region: str | None) -> dict[str, str]:
-    conf = {}
+    conf: dict[str, str] = {}
     if endpoint:
         conf |= {f"{prefix}.endpoint": endpoint, f"{prefix}.path.style.access": "true",
                  f"{prefix}.connection.ssl.enabled": str(endpoint.startswith("https://")).lower()}

@@ -24,10 +24,11 @@ def python_rows(rows: pa.Table) -> list[dict[str, Any]]:
     stamps = {f.name: f.type for f in rows.schema
               if pa.types.is_timestamp(f.type) and f.type.tz in (None, "UTC")}
     if not stamps:
-        return rows.to_pylist()
+        plain: list[dict[str, Any]] = rows.to_pylist()
+        return plain
     as_ticks = rows.cast(pa.schema([pa.field(f.name, pa.int64(), f.nullable)
                                     if f.name in stamps else f for f in rows.schema]))
-    found = as_ticks.to_pylist()
+    found: list[dict[str, Any]] = as_ticks.to_pylist()
     for row in found:
         for name, kind in stamps.items():
             if row[name] is not None:

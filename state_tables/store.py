@@ -1,5 +1,5 @@
 """Reads and writes the state tables through a ``TableIO``: framework's reads and writes
-them with delta-rs (``framework.state``), in milliseconds, with no Spark and no JVM."""
+them with delta-rs (``framework.state_io``), in milliseconds, with no Spark and no JVM."""
 
 from __future__ import annotations
 
@@ -44,12 +44,14 @@ Filters = Sequence[tuple[str, str, Any]]
 
 # A context's current bookmark is looked for in the rows of its last this many runs first.
 RECENT_RUNS = 10
+#: sorts first: a time the store stamps on every row it writes is never missing on reads
+_NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 class TableIO(Protocol):
     """The Delta tables under a state root, as the store reads and writes them.
 
-    ``framework.state.DeltaTableIO`` is deltamark's (delta-rs); ``framework.state.open_store``
+    ``framework.state_io.DeltaTableIO`` is deltamark's (delta-rs); ``framework.state_io.open_store``
     gives a store on it. Each state table is a small unpartitioned Delta table that only
     grows by appends.
     """
@@ -86,7 +88,7 @@ class StateStore:
 
     Tables are created on first write. Example::
 
-        store = open_store("data/state")  # framework.state: StateStore(root, DeltaTableIO())
+        store = open_store("data/state")  # framework.state_io: StateStore(root, DeltaTableIO())
         store.record_run(run, bookmarks=[bookmark])
         store.bookmarks("orders_ingest")
 
@@ -278,7 +280,7 @@ class StateStore:
         """The newest counting watermark of each job and context (a run's watermarks count
         once it succeeded in enable mode, as bookmarks do); with ``up_to_seq``, as they
         stood after that run."""
-        filters = [("job", "=", job)] if job else []
+        filters: list[tuple[str, str, Any]] = [("job", "=", job)] if job else []
         if up_to_seq is not None:
             filters.append(("run_seq", "<=", up_to_seq))
         rows = self._read_where(WATERMARKS, filters)
@@ -302,7 +304,7 @@ class StateStore:
             rows = rows.filter(pc.equal(rows["run_seq"], pc.max(rows["run_seq"])))
         rows = rows.filter(pc.equal(rows["attempt"], pc.max(rows["attempt"])))
         return sorted((_dq(r) for r in _upgraded(DQ_RESULTS, rows)),
-                      key=lambda r: r.evaluated_at)
+                      key=lambda r: r.evaluated_at or _NEVER)
 
     def workflow_run(self, workflow: str | None = None, *, workflow_run_id: str | None = None
                      ) -> list[WorkflowNode]:
@@ -333,7 +335,8 @@ class StateStore:
         for row in _upgraded(WORKFLOW_RUNS, rows):
             by_run.setdefault(row["workflow_run_id"], []).append(row)
         runs = [_current_nodes(rows) for rows in by_run.values()]
-        return sorted(runs, key=lambda nodes: min(n.updated_at for n in nodes), reverse=True)
+        return sorted(runs, key=lambda nodes: min(n.updated_at or _NEVER for n in nodes),
+                      reverse=True)
 
     def _committed_seqs(self, job: str, *, since: int = 0) -> pa.Array:
         """run_seq of the job's runs (from run ``since`` on) that succeeded in enable mode

@@ -8,6 +8,17 @@ import pytest
 
 from framework.config import Settings, SparkSettings
 
+#: A test using one of these fixtures (directly or through another) starts Spark: it gets
+#: the ``spark`` marker, so ``pytest -m "not spark"`` is the fast subset. A test that starts
+#: Spark in a process of its own says so with ``@pytest.mark.spark``.
+SPARK_FIXTURES = frozenset({"spark", "cluster"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.spark)
+
 
 @pytest.fixture(scope="session")
 def s3_server():

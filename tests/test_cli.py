@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from framework.cli import app
-from framework.state import open_store
+from framework.state_io import open_store
 from state_tables.model import Bookmark, Run
 
 runner = CliRunner()

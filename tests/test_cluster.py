@@ -17,12 +17,10 @@ import yaml
 from deltalake import DeltaTable
 
 from framework import storage
-from framework.state import open_store
+from framework.state_io import open_store
 from tests.databases import unavailable
 from tests.test_s3 import land
 from tests.workspace import SUPPORT
-
-pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")

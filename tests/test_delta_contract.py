@@ -26,8 +26,6 @@ from framework.errors import (
     VersionNotFoundError,
 )
 
-pytestmark = pytest.mark.spark
-
 
 def commits(path):
     return sorted(f for f in os.listdir(os.path.join(path, "_delta_log")) if f.endswith(".json"))
@@ -351,6 +349,7 @@ def test_embedded_refuses_data_files_outside_partition_directories(spark, tmp_pa
         engine.read(str(path))
 
 
+@pytest.mark.spark  # starts Spark in a process of its own
 def test_native_without_jars_is_a_one_line_error():
     # A machine where the set-up could not reach Maven: no jars on the session.
     code = ("import framework.jars\n"

@@ -14,8 +14,6 @@ from framework.delta import delta_engine
 from framework.errors import ChangesUnavailableError, JobFailedError
 from jobs import orders_landing
 
-pytestmark = pytest.mark.spark
-
 CONF = str(Path(__file__).parents[1] / "conf")
 
 

@@ -35,6 +35,37 @@ def test_the_state_table_reference_is_generated_from_the_schemas():
                                   "paste the output of `python -m state_tables.schemas`")
 
 
+def _layout_entries() -> dict[str, set[str]]:
+    """docs/layout.md's tree: the file names each folder's block mentions (a continuation
+    line belongs to the entry above it: a folder's, or a module's, in its parent)."""
+    [tree] = _blocks((ROOT / "docs" / "layout.md").read_text(), "")
+    named: dict[str, set[str]] = {}
+    path: list[tuple[int, str]] = []  # (indent, folder) of the open folder entries
+    owner = ""
+    for line in tree.splitlines():
+        indent = len(line) - len(line.lstrip())
+        entry = re.match(r"\s*(\S+)\s*", line)
+        if entry is None:
+            continue
+        if indent <= 2:  # an entry: a folder (``name/``) or a module of the open folder
+            path = [(i, f) for i, f in path if i < indent]
+            if entry[1].endswith("/"):
+                path.append((indent, entry[1]))
+            owner = "".join(f for _, f in path)
+        for name in re.findall(r"[\w.]+\.py\b", line):
+            named.setdefault(owner, set()).add(name)
+    return named
+
+
+def test_the_layout_names_every_module_where_it_is():
+    named = _layout_entries()
+    modules = [p.relative_to(ROOT) for package in ("framework", "state_tables")
+               for p in (ROOT / package).rglob("*.py")
+               if p.name not in ("__init__.py", "__main__.py")]
+    missing = [str(m) for m in modules if m.name not in named.get(f"{m.parent}/", set())]
+    assert not missing, f"docs/layout.md does not name {', '.join(missing)} in their folder"
+
+
 def _blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.S | re.M)
 

@@ -54,7 +54,6 @@ CASES = [
     ('IsComplete "nope"', "error", None),  # Glue fails the rule and goes on
 ]
 
-pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(scope="module")

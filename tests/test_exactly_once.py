@@ -25,8 +25,6 @@ from framework.errors import ConcurrentRunError
 from framework.faults import CRASH_ENV
 from framework.lease import lease_holder
 
-pytestmark = pytest.mark.spark
-
 STEPS = ["started", "planned", "staged", "target_committed", "plan_recorded", "returned"]
 # The embedded path crashes in CI where the two engines differ (staged files, the target
 # commit); every step with DELTAMARK_FULL_MATRIX=1. The native path crashes at every step.

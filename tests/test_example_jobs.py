@@ -22,7 +22,6 @@ from jobs import customers_source, order_documents_landing, orders_landing
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.spark
 
 CONF = str(Path(__file__).parents[1] / "conf")
 
@@ -191,6 +190,7 @@ def test_order_documents_recover_after_a_crash_between_tables(spark, tmp_path):
     assert_documents_exactly_once(spark, landing, lake)
 
 
+@pytest.mark.spark  # starts Spark in a process of its own
 def test_a_run_on_a_terminal_shows_spark_s_progress_and_plain_lines_elsewhere(tmp_path):
     """On a terminal (a pty here), the log lines scroll above a live line of Spark's
     stages and tasks; in a pipe, the same lines are plain, with no terminal codes."""

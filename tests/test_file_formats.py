@@ -18,8 +18,6 @@ from framework.sources import files
 from framework.spark_lines import lacking
 from tests.databases import unavailable
 
-pytestmark = pytest.mark.spark
-
 AVRO_SCHEMA = {
     "type": "record", "name": "Order", "fields": [
         {"name": "id", "type": "long"},

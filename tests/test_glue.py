@@ -91,7 +91,6 @@ def lake_rows(spark, lake, table, *columns):
 
 
 @pytest.mark.compat
-@pytest.mark.spark
 def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, tmp_path):
     paths, land, run = glue_project
     land(batches=2)
@@ -109,7 +108,7 @@ def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, 
     lines = lake_rows(spark, paths["lake"], "documents_lines", "id", "index")
     assert len(lines) == len(set(lines)) > 0
     # the bookmark a native job would record for the same files
-    from framework.state import open_store
+    from framework.state_io import open_store
 
     store = open_store(paths["state"])
     glue_state = {b.context: b for b in store.bookmarks("glue_orders")}
@@ -145,7 +144,6 @@ def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, 
     assert files("native") == files("glue_orders")
 
 
-@pytest.mark.spark
 def test_without_job_commit_the_bookmarks_stay_and_deltamark_warns(spark, glue_project,
                                                                    tmp_path, caplog):
     paths, land, run = glue_project
@@ -156,12 +154,11 @@ def test_without_job_commit_the_bookmarks_stay_and_deltamark_warns(spark, glue_p
         assert run(script=script)["inputs"]["orders_source"]["files"] == 1
     assert "never called job.commit()" in caplog.text
     assert run(script=script)["inputs"]["orders_source"]["files"] == 1  # read again
-    from framework.state import open_store
+    from framework.state_io import open_store
 
     assert open_store(paths["state"]).bookmarks("glue_orders") == []
 
 
-@pytest.mark.spark
 def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
         spark, glue_project, tmp_path):
     paths, land, run = glue_project
@@ -197,7 +194,6 @@ def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
 
 
 @pytest.mark.compat
-@pytest.mark.spark
 def test_dynamic_frame_methods(spark):
     from framework.glue import DynamicFrame
 
@@ -264,7 +260,6 @@ job.commit()
 '''
 
 
-@pytest.mark.spark
 def test_a_glue_script_reads_a_database_and_a_delta_table_incrementally(spark, tmp_path):
     import yaml
     from databases import available_jars, sqlite_database
@@ -341,7 +336,6 @@ job.commit()
 '''
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize("sink", ["parquet", "json", "csv"])
 def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path, sink):
     script, source, target = tmp_path / "job.py", tmp_path / "in", tmp_path / "out"
@@ -379,7 +373,6 @@ def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path, 
     assert rows() == [(2, "c2", 50.0), (4, "c4", 40.0)]
 
 
-@pytest.mark.spark
 def test_transforms_on_nested_fields_and_empty_frames(spark, tmp_path):
     from pyspark.sql.types import StructType
 
@@ -520,7 +513,6 @@ def run_published(conf, tmp_path, name, replace):
 
 
 @pytest.mark.compat
-@pytest.mark.spark
 def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(
         spark, tmp_path, medicare_catalog):
     """aws-glue-samples' data_cleaning_and_lambda.py, as published but for its output
@@ -545,7 +537,6 @@ def test_aws_glue_samples_data_cleaning_script_runs_on_a_local_catalog(
             "catalog: in conf/deltamark.yaml (tables there: payments.medicare)") in result.output
 
 
-@pytest.mark.spark
 def test_aws_glue_samples_resolve_choice_script_writes_json(spark, tmp_path, medicare_catalog):
     """aws-glue-samples' resolve_choice.py: five JSON sinks of resolveChoice's actions and a
     Spark SQL query, as published but for its output locations."""
@@ -569,7 +560,6 @@ def test_aws_glue_samples_resolve_choice_script_writes_json(spark, tmp_path, med
 STUDIO_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_change_schema_s3.py"
 
 
-@pytest.mark.spark
 def test_a_studio_generated_script_writes_through_get_sink(spark, tmp_path):
     script, source, target = tmp_path / "studio.py", tmp_path / "in", tmp_path / "out"
     script.write_text(STUDIO_SCRIPT.read_text())
@@ -606,12 +596,11 @@ def test_a_studio_generated_script_writes_through_get_sink(spark, tmp_path):
 STUDIO_DQ_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_data_quality_s3.py"
 
 
-@pytest.mark.spark
 def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path):
     """Glue Studio's data-quality nodes (awsgluedq's EvaluateDataQuality): one fails the
     job, one routes rows by their row-level outcomes, the default ruleset checks the target;
     first files, nothing new, a new file, then a file that fails the job."""
-    from framework.state import open_store
+    from framework.state_io import open_store
 
     script, source = tmp_path / "studio_dq.py", tmp_path / "in"
     target, rejected, state = tmp_path / "out", tmp_path / "rejected", tmp_path / "state"
@@ -675,7 +664,6 @@ def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path)
 STUDIO_NULLS_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_drop_null_fields_s3.py"
 
 
-@pytest.mark.spark
 def test_a_studio_drop_null_fields_node_walks_the_schema_with_gluetypes(spark, tmp_path):
     """Studio's Drop Null Fields node walks frame.schema() with awsglue.gluetypes' classes
     and drops, nested paths too, the fields holding only its null values."""
@@ -729,9 +717,8 @@ with open(args["out"], "w") as out:
 """
 
 
-@pytest.mark.spark
 def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
-    from framework.state import open_store
+    from framework.state_io import open_store
 
     script, out, state = tmp_path / "dq.py", tmp_path / "outcomes.json", tmp_path / "state"
     script.write_text(DQ_APPLY_SCRIPT)

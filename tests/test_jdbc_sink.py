@@ -17,8 +17,6 @@ from typer.testing import CliRunner
 from framework.cli import app
 from framework.faults import CRASH_ENV
 
-pytestmark = pytest.mark.spark
-
 ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = '''\

@@ -12,9 +12,8 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.errors import ConfigError, DatabaseError, JobFailedError
+from framework.jdbc import Connection, resolve_connection
 from framework.sources import jdbc
-
-pytestmark = pytest.mark.spark
 
 T = "2026-11-20 10:{:02}:00"  # minutes -> a timestamp both databases take
 
@@ -168,7 +167,7 @@ def test_a_query_ending_in_a_comment_or_a_semicolon_is_read(ws, database):
 def test_parallel_reads_split_the_planned_rows(spark, database, monkeypatch):
     database.execute("CREATE TABLE big (id INTEGER PRIMARY KEY, v INTEGER)",
                      "INSERT INTO big VALUES (?, ?)", rows=[(i, i % 7) for i in range(1, 1001)])
-    connection = jdbc.Connection(database.url, user=database.user, password=database.password)
+    connection = Connection(database.url, user=database.user, password=database.password)
     source = jdbc.JdbcSource(connection=connection, table="big", num_partitions=4)
     first = jdbc.plan_jdbc(spark, source, start=None, advance=True)
     assert first.partitioning == ("id", "1", "1000", 4) and first.rows == 1000
@@ -225,7 +224,7 @@ def test_bad_sources_fail_with_a_clear_message(ws, tmp_path):
 
 
 def test_a_missing_driver_names_spark_jars(spark):
-    connection = jdbc.Connection("jdbc:h2:mem:x")
+    connection = Connection("jdbc:h2:mem:x")
     with pytest.raises(DatabaseError, match="org.h2.Driver is not on the Spark session: list "
                                             "its jar in spark.conf spark.jars"):
         jdbc.plan_jdbc(spark, jdbc.JdbcSource(connection=connection, table="t"), start=None,
@@ -262,17 +261,17 @@ def test_credentials_come_from_the_environment_and_never_show(ws, pg_server):
 
 
 def test_connections_mask_credentials_and_resolve_from_conf(monkeypatch):
-    assert jdbc.Connection("jdbc:postgresql://h/db?user=u&password=s3cret").display == \
+    assert Connection("jdbc:postgresql://h/db?user=u&password=s3cret").display == \
         "jdbc:postgresql://h/db?user=u&password=***"
-    assert jdbc.Connection("jdbc:mysql://u:s3cret@h/db").display == "jdbc:mysql://u:***@h/db"
-    assert "s3cret" not in repr(jdbc.Connection("jdbc:sqlite:x", user="u", password="s3cret"))
+    assert Connection("jdbc:mysql://u:s3cret@h/db").display == "jdbc:mysql://u:***@h/db"
+    assert "s3cret" not in repr(Connection("jdbc:sqlite:x", user="u", password="s3cret"))
     monkeypatch.setenv("SHOP_PASSWORD", "pw")
     configured = {"shop": {"url": "jdbc:postgresql://h/shop", "user": "etl",
                            "password": "${SHOP_PASSWORD}", "properties": {"ssl": True}}}
-    shop = jdbc.resolve_connection("shop", configured, conf_file="conf/deltamark.yaml")
+    shop = resolve_connection("shop", configured, conf_file="conf/deltamark.yaml")
     assert (shop.user, shop.password, shop.jdbc_properties()["ssl"]) == ("etl", "pw", "true")
     with pytest.raises(ConfigError, match="no connection 'crm' \\(known: shop\\)"):
-        jdbc.resolve_connection("crm", configured, conf_file="conf/deltamark.yaml")
+        resolve_connection("crm", configured, conf_file="conf/deltamark.yaml")
 
 
 def test_pause_between_two_runs_reads_the_rows_between_them(ws, tmp_path):

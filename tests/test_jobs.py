@@ -24,8 +24,6 @@ from framework.errors import (
 )
 from framework.sinks.delta import app_id
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.mark.compat
 def test_enable_reads_each_file_once_and_records_the_run(ws):

@@ -9,8 +9,6 @@ from framework.delta import delta_engine, log
 from framework.errors import JobFailedError, SourceError
 from framework.sinks.delta import app_id
 
-pytestmark = pytest.mark.spark
-
 GOOD_THEN_BAD = '{"id": 1}\n{"id": 2, oops\n{"id": 3}\n'
 
 

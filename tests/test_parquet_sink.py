@@ -14,8 +14,6 @@ from framework.cli import app
 from framework.delta import delta_engine
 from framework.faults import CRASH_ENV
 
-pytestmark = pytest.mark.spark
-
 
 @pytest.fixture
 def parquet_job(ws):

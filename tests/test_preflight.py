@@ -19,8 +19,6 @@ from framework.delta import log
 from framework.errors import JobFailedError
 from framework.faults import CRASH_ENV
 
-pytestmark = pytest.mark.spark
-
 
 def test_nothing_new_is_skipped_and_touches_nothing(ws):
     ws.declare()

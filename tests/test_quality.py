@@ -78,7 +78,6 @@ def evaluated(spark):
     return outcomes, broken
 
 
-pytestmark = pytest.mark.spark
 
 
 @pytest.mark.parametrize(("rule", "outcome", "measure"), CASES,
@@ -290,6 +289,7 @@ def test_great_expectations_names_and_arguments_are_checked_at_start_up(tmp_path
     assert len(problems) == 1 and "column" in problems[0]
 
 
+@pytest.mark.spark  # starts Spark in a process of its own
 def test_great_expectations_is_imported_only_for_jobs_with_rules():
     code = ("import sys; from framework import load_settings, run_job; import framework.cli; "
             "from framework.quality import parse_checks; "

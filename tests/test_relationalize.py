@@ -12,8 +12,6 @@ from pyspark.sql import types as T
 from framework.errors import TransformError
 from framework.transforms import rejoin, relationalize
 
-pytestmark = pytest.mark.spark
-
 ORDER = T.StructType([
     T.StructField("order_id", T.StringType()),
     T.StructField("customer", T.StructType([

@@ -15,7 +15,7 @@ from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
 from framework.faults import CRASH_ENV
-from framework.state import open_store
+from framework.state_io import open_store
 
 
 @pytest.fixture

@@ -21,9 +21,7 @@ from framework import storage
 from framework.delta import log
 from framework.errors import ConcurrentRunError, WorkflowError
 from framework.lease import job_lease, lease_holder
-from framework.state import open_store
-
-pytestmark = pytest.mark.spark
+from framework.state_io import open_store
 
 
 def put(uri: str, text: str) -> None:

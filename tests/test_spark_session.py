@@ -8,8 +8,6 @@ import pytest
 
 from tests.databases import unavailable
 
-pytestmark = pytest.mark.spark
-
 
 def test_python_workers_use_the_driver_interpreter(spark):
     from pyspark.sql import functions as F
@@ -25,6 +23,7 @@ def test_session_defaults_suit_delta(spark):
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
 
 
+@pytest.mark.spark  # starts Spark in a process of its own
 def test_a_jvm_that_cannot_start_is_explained(tmp_path):
     code = ("from framework.config import Settings\n"
             "from framework.spark import spark_session\n"
@@ -39,6 +38,7 @@ def test_a_jvm_that_cannot_start_is_explained(tmp_path):
     assert "Java 17" in done.stdout
 
 
+@pytest.mark.spark  # starts Spark in a process of its own
 def test_workers_ignore_a_stale_pyspark_python(tmp_path):
     code = ("import sys\n"
             "from framework.config import Settings, SparkSettings\n"

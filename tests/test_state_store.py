@@ -13,7 +13,7 @@ import pytest
 
 from framework.delta import log
 from framework.errors import DeltamarkError, StateSchemaError
-from framework.state import MAINTENANCE_EVERY, open_store
+from framework.state_io import MAINTENANCE_EVERY, open_store
 from state_tables import store as store_module
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.rows import python_rows
@@ -433,7 +433,7 @@ STORED_STATES = {  # as the bookmarks table of earlier deltamark versions holds 
 @pytest.mark.parametrize("kind", sorted(STORED_STATES))
 def test_each_kind_s_stored_state_decodes_to_its_class_and_encodes_back_unchanged(kind):
     from framework.sources import KINDS
-    from framework.sources.state import decode, encode
+    from framework.sources.bookmark_codec import decode, encode
 
     state = decode(kind, STORED_STATES[kind])
     assert type(state).__name__ == KINDS[kind].rpartition(":")[2] and state.kind == kind
@@ -465,7 +465,7 @@ def test_processed_files_of_layout_1_read_as_read(tmp_path):
 
 
 def test_a_file_state_from_before_tracking_by_name_keeps_its_settled_time():
-    from framework.sources.state import decode
+    from framework.sources.bookmark_codec import decode
 
     state = decode("files", {"settled_ms": 1767225600000, "files_total": 12,
                              "settled_at": "2026-01-01T00:00:00.000+00:00", "bytes_total": 3400})
@@ -474,7 +474,7 @@ def test_a_file_state_from_before_tracking_by_name_keeps_its_settled_time():
 
 
 def test_states_written_before_a_field_existed_take_its_default():
-    from framework.sources.state import decode
+    from framework.sources.bookmark_codec import decode
 
     older = {k: v for k, v in STORED_STATES["jdbc"].items() if k != "partitioning"}
     older["position"] = {"values": ["x", "1"]}
@@ -484,7 +484,7 @@ def test_states_written_before_a_field_existed_take_its_default():
 
 def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw():
     from framework.errors import BookmarkStateError
-    from framework.sources.state import decode, describe
+    from framework.sources.bookmark_codec import decode, describe
 
     with pytest.raises(BookmarkStateError, match="source kind 'files': its version 3 is "
                        "newer than this deltamark's .2.. Upgrade deltamark"):

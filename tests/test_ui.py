@@ -15,7 +15,7 @@ from databases import unavailable
 from werkzeug.serving import make_server
 
 from framework import admin, load_settings
-from framework.state import open_store
+from framework.state_io import open_store
 from framework.ui.app import create_app
 from framework.workflows import resume_workflow, run_workflow
 from jobs import orders_landing

@@ -24,7 +24,6 @@ def land_events(ws, name, *pairs):
 
 
 @pytest.mark.compat
-@pytest.mark.spark
 def test_a_run_records_a_watermark_the_next_run_filters_with(ws):
     ws.declare(cls="WatermarkedCopy")
     land_events(ws, "a.json", (1, 0), (2, 5))
@@ -58,7 +57,6 @@ def test_a_run_records_a_watermark_the_next_run_filters_with(ws):
     assert unknown.exit_code == 1 and "run nope: not in the runs table" in unknown.stderr
 
 
-@pytest.mark.spark
 @pytest.mark.parametrize(("rows", "column", "found"), [
     ("SELECT 1 AS `a.b` UNION ALL SELECT 2", "a.b", 2),  # a column named with a dot
     ("SELECT X'00FF' AS b", "b", "column 'b' is binary; a watermark is a number, string"),

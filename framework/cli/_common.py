@@ -8,14 +8,17 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError
-from framework.state import open_store
+from framework.state_io import open_store
 from state_tables.store import StateStore
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,9 @@ def library_errors(ctx: typer.Context, *, as_json: bool = False) -> Iterator[Non
 
 def render(rows: Sequence[Mapping[str, Any] | Any], *, as_json: bool) -> None:
     """Rows as a JSON array (``--json``: nothing else on stdout) or an aligned text table."""
-    records = [plain(asdict(r) if is_dataclass(r) else dict(r)) for r in rows]
+    # cast: a dataclass row is an instance (never a class)
+    records = [plain(asdict(cast("DataclassInstance", r)) if is_dataclass(r) else dict(r))
+               for r in rows]
     if as_json:
         typer.echo(json.dumps(records, default=str))
         return

@@ -6,10 +6,10 @@ from typing import Annotated, Any
 import typer
 
 from framework import admin
+from framework.admin import describe_bookmarks
 from framework.cli._common import library_errors, options, plain, render
 from framework.sinks.target import PrunedTarget
-from framework.sources.state import describe
-from framework.status import describe_bookmarks
+from framework.sources.bookmark_codec import describe
 
 app = typer.Typer(help="Bookmarks: what each job context has processed.", no_args_is_help=True)
 
@@ -50,7 +50,9 @@ def rewind(
     with library_errors(ctx):
         done = admin.rewind(options(ctx).settings(), job, to_run=to_run, context=context,
                             restore_targets=restore_targets)
-    typer.echo(f"{job}: rewound to run {done.to_run.run_seq} ({done.to_run.run_id}); the "
+    back_to = done.to_run
+    assert back_to is not None  # admin.rewind always names the run it went back to
+    typer.echo(f"{job}: rewound to run {back_to.run_seq} ({back_to.run_id}); the "
                "next run resumes from there.")
     for b in done.bookmarks:
         what = ("reset (it did not exist then)" if b.event == "reset"

@@ -22,7 +22,8 @@ def results(
     """One run's rule results: outcome, observed value, failing rows and a sample."""
     with library_errors(ctx):
         store = options(ctx).store()
-        if run is not None and ((found := store.find_run(run)) is None or found.job != job):
+        if run is not None and ((found_run := store.find_run(run)) is None
+                                or found_run.job != job):
             raise RunNotFoundError(run)
         found = store.dq_results(job, run_id=run)
         if as_json:

@@ -6,9 +6,10 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -68,7 +69,7 @@ def run(
         settings = cli.settings()
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)
-        from framework.progress import run_progress
+        from framework.cli.progress import run_progress
         from framework.run_plan import WorkflowRun
         from framework.runner import run_job  # Spark and the job's code: only here
 
@@ -119,7 +120,7 @@ def key_value(text: str, option: str = "--arg") -> tuple[str, str]:
     return key, value
 
 
-def _describe_write(target: str, result: dict, dry_run: bool) -> str:
+def _describe_write(target: str, result: Mapping[str, Any], dry_run: bool) -> str:
     if result.get("rolled_back"):
         return "rolled back"
     if not result.get("written"):
@@ -127,7 +128,7 @@ def _describe_write(target: str, result: dict, dry_run: bool) -> str:
     return target_of(target, output=result).describe(result)
 
 
-def _describe_counts(counts: dict) -> str:
+def _describe_counts(counts: Mapping[str, int]) -> str:
     """One source's counts in words (files, table versions or database rows)."""
     if "to_version" in counts:
         return f"versions {counts['from_version']}..{counts['to_version']}"
@@ -140,7 +141,7 @@ def _describe_counts(counts: dict) -> str:
                else ""))
 
 
-def _listed(paths: list[str]) -> list[str]:
+def _listed(paths: Sequence[str]) -> list[str]:
     shown = [f"        {p}" for p in paths[:SHOWN_FILES]]
     if len(paths) > SHOWN_FILES:
         shown.append(f"        ... and {len(paths) - SHOWN_FILES} more")

@@ -3,6 +3,7 @@
 import json
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -155,7 +156,7 @@ def export(
         typer.echo(f"wrote {output}")
 
 
-def _counts(jobs: dict[str, int]) -> str:
+def _counts(jobs: Mapping[str, int]) -> str:
     return ", ".join(f"{count} {state}" for state, count in sorted(jobs.items()))
 
 

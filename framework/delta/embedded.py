@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
+from framework.delta.engine import DeltaEngine, PlainWriteMode, spark_schema
 from framework.delta.log import AppTransaction, NewFile, Snapshot
 from framework.errors import (
     ConstraintViolationError,
@@ -89,8 +89,8 @@ class EmbeddedEngine(DeltaEngine):
 
     # --- write -----------------------------------------------------------------------
 
-    def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
-               schema: StructType, partitions: tuple[str, ...],
+    def _write(self, df: DataFrame, path: str, *, mode: PlainWriteMode,
+               current: Snapshot | None, schema: StructType, partitions: tuple[str, ...],
                replace_where: tuple[F.Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         if current is not None:

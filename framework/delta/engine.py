@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["DeltaEngine", "WriteMode", "WriteResult", "spark_schema"]
 
 WriteMode = Literal["append", "overwrite", "merge"]
+#: what ``_write`` does: a merge into a new table is an append
+PlainWriteMode = Literal["append", "overwrite"]
 
 _GONE = ("the history after version {after} is no longer there ({detail}). Reset the "
          "reading context to reload the table in full, or run once with --bookmark disable.")
@@ -137,8 +139,8 @@ class DeltaEngine(ABC):
         return WriteResult(version=version)
 
     @abstractmethod
-    def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
-               schema: StructType, partitions: tuple[str, ...],
+    def _write(self, df: DataFrame, path: str, *, mode: PlainWriteMode,
+               current: Snapshot | None, schema: StructType, partitions: tuple[str, ...],
                replace_where: tuple[Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         """Append or overwrite ``df`` (already in the table's layout; ``schema`` is the

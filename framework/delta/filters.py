@@ -28,7 +28,8 @@ __all__ = [
 
 Filter = tuple[str, str, Any]
 
-_COMPARE: Mapping[str, Callable[[Any, Any], bool]] = {
+# a bool on plain values, a Column on Spark Columns
+_COMPARE: Mapping[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
     ">": operator.gt, ">=": operator.ge,
 }

@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -313,7 +313,8 @@ def _at(path: str, version: int | None, timestamp: datetime | str | None) -> Del
     return table
 
 
-def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]):
+def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]
+                ) -> Iterator[DataFile]:
     try:
         actions = pa.table(table.get_add_actions(flatten=True))
     except DeltaError:  # a table with no files at all
@@ -347,7 +348,8 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
             raise errors.VersionNotFoundError(
                 path, f"version {version}", "its log entry is gone (log retention)")
         actions = [json.loads(line) for line in entry.splitlines() if line.strip()]
-        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        info: dict[str, Any] = next(
+            (a["commitInfo"] for a in actions if "commitInfo" in a), {})
         added = tuple(storage.join(path, unquote(a["add"]["path"])) for a in actions
                       if "add" in a and a["add"].get("dataChange", True))
         rewrote = any("remove" in a and a["remove"].get("dataChange", True) for a in actions)
@@ -500,7 +502,7 @@ def commit_files(
             filters = [(c, op, _filter_value(v)) for c, op, v in replace_where or ()] or None
             table = _open(path)
             read_version = table.version()
-            table.create_write_transaction(adds, mode, schema, list(partition_by) or None,
+            table.create_write_transaction([*adds], mode, schema, list(partition_by) or None,
                                            filters, commit_properties=properties)
     except (CommitFailedError, DeltaError) as exc:
         raise errors.WriteConflictError(path, f"commit refused: {exc}") from exc

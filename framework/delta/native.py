@@ -12,7 +12,7 @@ from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
 from framework.delta.embedded import read_data_files
-from framework.delta.engine import DeltaEngine, WriteMode, spark_schema
+from framework.delta.engine import DeltaEngine, PlainWriteMode, spark_schema
 from framework.delta.log import AppTransaction, Snapshot
 from framework.spark import quoted, temporary_conf
 
@@ -69,8 +69,8 @@ class NativeEngine(DeltaEngine):
     def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
         return read_data_files(self.spark, path, snap, files)
 
-    def _write(self, df: DataFrame, path: str, *, mode: WriteMode, current: Snapshot | None,
-               schema: StructType, partitions: tuple[str, ...],
+    def _write(self, df: DataFrame, path: str, *, mode: PlainWriteMode,
+               current: Snapshot | None, schema: StructType, partitions: tuple[str, ...],
                replace_where: tuple[F.Filter, ...], txn: AppTransaction | None,
                metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
         before_commit()  # Delta writes and commits in one call

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from framework import storage
 from framework.errors import GlueCatalogError, GlueUnsupportedError
+from framework.glue.active_run import active_run
 from framework.glue.dynamicframe import DynamicFrame
 from framework.glue.environment import GlueApi
-from framework.glue.run import active_run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from framework.config import CatalogTable
+    from framework.sources.files import FileFormat
+    from framework.sources.jdbc import SortOrder
 
 __all__ = ["GlueContext", "Sink"]
 
@@ -121,8 +123,11 @@ class _Reader(GlueApi):
         ctx, options = self._glue._ctx, dict(connection_options)
         tracked = bool(transformation_ctx)
         if connection_type == "s3":
+            # cast: the script's format, unchecked here; the source's problems() rejects a
+            # format it does not read
+            file_format = cast("FileFormat", (format or "json").lower())
             df = ctx.read_files(
-                _paths(options.get("paths")), format=(format or "json").lower(),
+                _paths(options.get("paths")), format=file_format,
                 transformation_ctx=transformation_ctx or None, bookmark=tracked,
                 options=_read_options(format_options or {}),
                 recurse=str(options.get("recurse", True)).lower() == "true",
@@ -139,7 +144,10 @@ class _Reader(GlueApi):
                 options["dbtable"], connection=options.get("connectionName") or options["url"],
                 transformation_ctx=transformation_ctx or None, bookmark=tracked,
                 keys=_keys(options.get("jobBookmarkKeys")),
-                sort_order=str(options.get("jobBookmarkKeysSortOrder", "asc")).lower())
+                # cast: the script's order, unchecked here; the source's problems() rejects
+                # anything but asc or desc
+                sort_order=cast("SortOrder",
+                                str(options.get("jobBookmarkKeysSortOrder", "asc")).lower()))
         else:
             raise GlueUnsupportedError(f"from_options(connection_type={connection_type!r})",
                                        "s3 (any path Spark reads), delta, or a JDBC database")

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueRulesetError
+from framework.glue.active_run import active_run
 from framework.glue.dynamicframe import DynamicFrame, DynamicFrameCollection
-from framework.glue.run import active_run
+from framework.job import job_run
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -78,9 +79,10 @@ class EvaluateDataQuality:
         if parsed.analyzers:
             ctx.log.info("EvaluateDataQuality %s: Analyzers are not evaluated (they only "
                          "profile)", context)
-        rows, outcomes = 0, []
+        rows = 0
+        outcomes: list[RuleOutcome] = []
         if df.columns:  # a run with nothing new has no fields, and nothing to check
-            rows, outcomes = ctx.evaluate_checks(
+            rows, outcomes = job_run(ctx).evaluate_checks(
                 df, RuleSet(context, "warn", parsed.rules), target=frame.name or context,
                 record=str(options.get("enableDataQualityResultsPublishing", True)).lower()
                 == "true")

@@ -182,6 +182,7 @@ class DynamicFrame(GlueApi):
             return self
         counts = self._df.select(*[F.count(_column(c)).alias(c)
                                    for c in self._df.columns]).first()
+        assert counts is not None  # an aggregate without grouping has exactly one row
         return self._with(self._df.drop(*[c for c in self._df.columns if not counts[c]]))
 
     def unnest(self, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
@@ -297,7 +298,7 @@ class DynamicFrame(GlueApi):
             else []
         df = self._df
         for path, action in pairs:
-            kind, _, type_name = action.partition(":")
+            kind, _colon, type_name = action.partition(":")
             if kind in ("make_cols", "make_struct") and not type_name:
                 continue
             if kind not in ("cast", "project"):

@@ -78,11 +78,11 @@ def _awsglue_importable() -> Iterator[None]:
         yield
     finally:
         sys.meta_path.remove(finder)
-        for alias, module in saved.items():
-            if module is None:
+        for alias, saved_module in saved.items():
+            if saved_module is None:
                 sys.modules.pop(alias, None)
             else:
-                sys.modules[alias] = module
+                sys.modules[alias] = saved_module
 
 
 @contextlib.contextmanager

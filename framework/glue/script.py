@@ -21,9 +21,9 @@ from typing import ClassVar
 
 from framework.config import CatalogTable
 from framework.errors import JobError
+from framework.glue.active_run import GlueRun, current_run
 from framework.glue.environment import glue_environment
-from framework.glue.run import GlueRun, current_run
-from framework.job import IncrementalJob, JobContext
+from framework.job import IncrementalJob, JobContext, job_run
 from framework.job_config import JobSpec
 from framework.modes import BookmarkOptions
 
@@ -59,7 +59,8 @@ class _GlueScript(IncrementalJob):
     catalog: ClassVar[Mapping[str, CatalogTable]]
 
     def run(self, ctx: JobContext) -> None:
-        params = {k: v for k, v in ctx.params.items() if k not in BOOKMARK_ARGS}
+        params: dict[str, str | None] = {k: v for k, v in ctx.params.items()
+                                         if k not in BOOKMARK_ARGS}
         params.setdefault("JOB_NAME", ctx.job_name)
         if ctx.workflow_run_id is not None:
             params |= {"WORKFLOW_NAME": ctx.workflow_name, "WORKFLOW_RUN_ID": ctx.workflow_run_id}
@@ -72,7 +73,7 @@ class _GlueScript(IncrementalJob):
         with current_run(run), _argv(argv), glue_environment(ctx.spark.sparkContext):
             runpy.run_path(str(self.script), run_name="__main__")
         if not run.committed:
-            ctx.hold_bookmarks()
+            job_run(ctx).hold_bookmarks()
             ctx.log.warning("%s never called job.commit(): this run's bookmarks do not "
                             "advance, so the next run reads the same input again (Glue would "
                             "not say so). Call job.commit() at the end of the script.",

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from framework.errors import GlueUnsupportedError
-from framework.glue.run import active_run
-from framework.job import JobContext
+from framework.glue.active_run import active_run
+from framework.job import JobContext, job_run
 
 __all__ = ["get_workflow_run_properties", "put_workflow_run_properties"]
 
@@ -28,7 +28,7 @@ def get_workflow_run_properties(Name: str, RunId: str) -> dict[str, Any]:
     """``{"RunProperties": {...}}``: the workflow run's properties as the script sees them
     (those it started with, then those it put)."""
     ctx = _workflow_job(Name, RunId)
-    return {"RunProperties": {**ctx.run_properties, **ctx.published()}}
+    return {"RunProperties": {**ctx.run_properties, **job_run(ctx).published()}}
 
 
 def put_workflow_run_properties(Name: str, RunId: str, RunProperties: Mapping[str, Any]

@@ -157,6 +157,7 @@ class _Parser:
                 raise DqdlError(f"cannot read {rest[:30]!r} (at character {position})")
             position = found.end()
             kind = found.lastgroup
+            assert kind is not None  # every alternative of _TOKEN is a named group
             if kind != "comment":
                 self.tokens.append(_Token(kind, found.group(kind), found.start(kind),
                                           found.end(kind)))
@@ -321,17 +322,17 @@ class _Builder:
         return _row_rule(node.kind, node.text, f"{quoted(column)} IS NOT NULL")
 
     def _column_values(self, node: _Simple) -> Rule:
-        column = self._column(node)
-        test = _compare(self._operand(column, node.condition), node.condition)
-        return self._row_or_threshold(node, _null_rule(column, node.condition, test))
+        column, condition = self._column(node), self._condition(node)
+        test = _compare(self._operand(column, condition), condition)
+        return self._row_or_threshold(node, _null_rule(column, condition, test))
 
     def _column_length(self, node: _Simple) -> Rule:
-        column = self._column(node)
-        if node.condition.operator in ("in", "not in", "matches", "not matches") or not all(
-                _is_number(v) for v in node.condition.values):
+        column, condition = self._column(node), self._condition(node)
+        if condition.operator in ("in", "not in", "matches", "not matches") or not all(
+                _is_number(v) for v in condition.values):
             raise DqdlError(f"{node.text}: ColumnLength compares the length with numbers")
-        test = _compare(f"length({quoted(column)})", node.condition)
-        return self._row_or_threshold(node, _null_rule(column, node.condition, test))
+        test = _compare(f"length({quoted(column)})", condition)
+        return self._row_or_threshold(node, _null_rule(column, condition, test))
 
     def _row_or_threshold(self, node: _Simple, predicate: str) -> Rule:
         if node.threshold is None:
@@ -382,7 +383,7 @@ class _Builder:
                 f"GROUP BY {column}")
         metric = (f"SELECT CAST(count_if(rows = 1) AS DOUBLE) / (SELECT count(*) FROM "
                   f"{{batch}}) FROM ({once}) AS frequencies")
-        return _scalar_rule(node.kind, node.text, metric, node.condition)
+        return _scalar_rule(node.kind, node.text, metric, self._condition(node))
 
     def _custom_sql(self, node: _Simple) -> Rule:
         if len(node.arguments) != 1 or node.condition is None:
@@ -404,7 +405,7 @@ class _Builder:
             example = f'{node.kind} "amount" > 0' if domain else f"{node.kind} > 0"
             raise DqdlError(f"{node.text}: {node.kind} takes "
                             f"{'a column and ' if domain else ''}a comparison, e.g. {example}")
-        bounds = _bounds(node, whole=whole)
+        bounds = _bounds(node, node.condition, whole=whole)
         self.metrics[node.text] = metric
         return Rule(node.kind, node.text, ((expectation, {**domain, **bounds}),))
 
@@ -413,12 +414,18 @@ class _Builder:
     def _column(self, node: _Simple, *, condition: bool = True) -> str:
         if len(node.arguments) != 1 or not isinstance(node.arguments[0], str):
             raise DqdlError(f"{node.text}: {node.kind} takes one quoted column name")
-        if condition and node.condition is None:
-            raise DqdlError(f"{node.text}: {node.kind} needs a comparison, e.g. > 0, "
-                            "between 1 and 5, in [\"a\", \"b\"], matches \"[a-z]+\"")
-        if not condition and node.condition is not None:
+        if condition:
+            self._condition(node)
+        elif node.condition is not None:
             raise DqdlError(f"{node.text}: {node.kind} takes no comparison")
         return node.arguments[0]
+
+    def _condition(self, node: _Simple) -> _Condition:
+        """The comparison of a rule that needs one."""
+        if node.condition is None:
+            raise DqdlError(f"{node.text}: {node.kind} needs a comparison, e.g. > 0, "
+                            "between 1 and 5, in [\"a\", \"b\"], matches \"[a-z]+\"")
+        return node.condition
 
     def _columns(self, node: _Simple) -> tuple[str, ...]:
         if not node.arguments or node.condition is not None:
@@ -483,10 +490,9 @@ def _compare(operand: str, condition: _Condition) -> str:
     return test if operator == "matches" else f"NOT ({test})"
 
 
-def _bounds(node: _Simple, *, whole: bool) -> dict[str, Any]:
-    """GX's min/max (strict or not) for a comparison; ``whole`` counts take integer bounds
-    (ColumnCount's expectation has no strict bounds)."""
-    condition = node.condition
+def _bounds(node: _Simple, condition: _Condition, *, whole: bool) -> dict[str, Any]:
+    """GX's min/max (strict or not) for ``node``'s comparison ``condition``; ``whole``
+    counts take integer bounds (ColumnCount's expectation has no strict bounds)."""
     if condition.operator not in (">", ">=", "<", "<=", "=", "between") or not all(
             _is_number(v) for v in condition.values):
         raise DqdlError(f"{node.text}: {node.kind} is compared with numbers by >, >=, <, "

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from framework.quality.rules import Rule
 from framework.spark import inheriting_threads, named_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, Row
 
 __all__ = ["Measured", "measure"]
 
@@ -143,10 +143,11 @@ class _Plan:
         elif rule.kind == "Uniqueness":
             self._count("column.distinct_values.count", columns, {}, distinct=columns[0])
         elif rule.row_check is not None:
-            self._row_check(rule)
+            self._row_check(rule, rule.row_check)
 
-    def _row_check(self, rule: Rule) -> None:
-        check, columns, arg = rule.row_check
+    def _row_check(self, rule: Rule, row_check: tuple[str, tuple[str, ...], Any]) -> None:
+        """Measure the row-level ``rule``'s counts; ``row_check`` is its ``row_check``."""
+        check, columns, arg = row_check
         if check == "not_null":
             return  # its NULL counts are measured
         if check == "unique":
@@ -186,15 +187,18 @@ class _Plan:
                 if distinct else ()))
 
             def keys() -> list[tuple[int, int]]:
-                found = tests.result()[1 + len(self.tests):]
+                found = cast("Row", tests.result())[1 + len(self.tests):]
                 ranges = {c: tuple(found[3 * i:3 * i + 3]) for i, c in enumerate(integers)}
                 return self._key_counts(df, ranges)
 
             keyed = pool.submit(inherit(keys))
-        row = tests.result()
+        # casts: inherit (inheriting_threads) returns what the function it wraps returns;
+        # its annotation says object
+        row = cast("Row", tests.result())
         values = dict(zip(self.tests, row[1:1 + len(self.tests)], strict=True))
-        values |= zip(distinct, counted.result(), strict=True)
-        values |= zip(map(_key_rows, range(len(self.keys))), keyed.result(), strict=True)
+        values |= zip(distinct, cast("Row | tuple[()]", counted.result()), strict=True)
+        values |= zip(map(_key_rows, range(len(self.keys))),
+                      cast("list[tuple[int, int]]", keyed.result()), strict=True)
         return row[0], [values[source] for *_, source in self.metrics]
 
     def _key_counts(self, df: DataFrame, ranges: Mapping[str, tuple[Any, Any, int]]

@@ -105,9 +105,11 @@ class RunChecks:
             return df
         # only the failed rules: GX found no row breaking the others
         passing, broken = gate.split(df, [o.rule for o in outcomes if o.outcome == "failed"])
+        # only policy quarantine quarantines, and parse_rulesets refuses it without a table
+        table = ruleset.quarantine
+        assert table is not None
         quarantine(broken.select("*", F.lit(self.job).alias("_dq_job"),
                                  F.lit(self.run_id).alias("_dq_run_id"),
-                                 F.lit(target).alias("_dq_target")), ruleset.quarantine)
-        self.log.warning("checks %s: %s to %s", ruleset.name, "; ".join(summaries),
-                         ruleset.quarantine)
+                                 F.lit(target).alias("_dq_target")), table)
+        self.log.warning("checks %s: %s to %s", ruleset.name, "; ".join(summaries), table)
         return passing

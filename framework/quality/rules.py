@@ -78,6 +78,8 @@ class Rule:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
+        if self.row_check is None:
+            raise TypeError(f"{self.text} is not a row-level rule")
         check, columns, arg = self.row_check
         if check == "sql":
             return F.expr(arg)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import importlib
 import os
 import select
 import selectors
@@ -40,16 +41,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError, ServerError
 from framework.server.wire import ADDRESS_ENV, Lines, key, send
 
+if TYPE_CHECKING:
+    import io
+
+#: the module of the commands a server runs: the deltamark executable's Typer ``app``,
+#: imported by name in each command as the executable imports it (the CLI sits above the
+#: server: it starts servers and sends them its commands)
+COMMANDS = "framework.cli"
 #: what every forked command would import: imported once, here
-PRELOAD = ("framework.cli", "framework.runner", "framework.spark", "framework.delta.native",
+PRELOAD = (COMMANDS, "framework.runner", "framework.spark", "framework.delta.native",
            "framework.delta.embedded", "framework.sources.files", "framework.sources.jdbc",
-           "framework.sources.delta", "framework.listed_reads", "framework.server.session",
+           "framework.sources.delta", "framework.sources.listed_reads", "framework.server.session",
            "pyspark.sql", "pyspark.sql.functions")
 #: what commands that run jobs with data-quality rules import (seconds)
 PRELOAD_FOR_JOBS = ("great_expectations",)
@@ -411,12 +419,12 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
-    sys.stdout.reconfigure(line_buffering=sys.stdout.isatty())
+    # cast: the process's own stdout (on fd 1), a TextIOWrapper, not one a caller replaced
+    cast("io.TextIOWrapper", sys.stdout).reconfigure(line_buffering=sys.stdout.isatty())
     os.environ.clear()
     os.environ.update(request.env)
     os.environ[ADDRESS_ENV] = str(address)
     sys.argv = ["deltamark", *request.argv]
-    from framework.cli import app
     from framework.server import session
     from framework.spark import sessions_from
 
@@ -424,7 +432,7 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
     code: int | str | None = 0
     try:
         os.chdir(request.cwd)
-        app(args=list(request.argv), prog_name="deltamark")
+        importlib.import_module(COMMANDS).app(args=list(request.argv), prog_name="deltamark")
     except SystemExit as ended:
         code = ended.code
     except BaseException:  # what an uncaught exception would print

@@ -63,7 +63,9 @@ def release_session() -> None:
     context = SparkContext._active_spark_context
     if not isinstance(context, SharedContext):
         return
-    client = context._gateway._gateway_client
+    gateway = context._gateway
+    assert gateway is not None  # set when the context was made (session_in_server)
+    client = gateway._gateway_client
     targets = [proxy._target_id for ref in list(ThreadSafeFinalizer.finalizers.values())
                if (proxy := ref()) is not None]
     ThreadSafeFinalizer.clear_finalizers(clear_all=True)

@@ -22,11 +22,11 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from framework.errors import DatabaseError, StateBehindTargetsError
+from framework.jdbc import Connection, Database, Transaction, connect, dialect, java_message
 from framework.sinks.target import TargetRun
-from framework.sources.jdbc import Connection, Database, Transaction, connect, java_message
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,7 +90,7 @@ def stage(spark: SparkSession, df: DataFrame, connection: Connection, table: str
                             f"{java_message(exc)}") from None
     with connect(spark, connection) as db:
         [(count,)] = db.rows(f"SELECT COUNT(*) FROM {staging}")
-    return int(count)
+    return int(cast(str, count))  # COUNT(*) is never NULL
 
 
 def land(spark: SparkSession, connection: Connection, table: str, *, job: str, run_id: str,
@@ -115,10 +115,12 @@ def land(spark: SparkSession, connection: Connection, table: str, *, job: str, r
             held = tx.query(f"SELECT run_seq, run_id FROM {marks} WHERE job = ? AND "
                             "target_table = ? AND run_seq >= ? ORDER BY run_seq DESC",
                             job, table, run_seq)
-            replayed = bool(held) and (int(held[0][0]), held[0][1]) == (run_seq, run_id)
+            # run_seq is NOT NULL in the marks table
+            replayed = bool(held) and (
+                int(cast(str, held[0][0])), held[0][1]) == (run_seq, run_id)
             if held and not replayed:
-                raise StateBehindTargetsError(job, target, int(held[0][0]), str(held[0][1]),
-                                              run_seq, run_id)
+                raise StateBehindTargetsError(job, target, int(cast(str, held[0][0])),
+                                              str(held[0][1]), run_seq, run_id)
             rows = 0
             if not replayed:
                 rows = _insert(tx, connection, table, staging, columns, create=not exists)
@@ -136,7 +138,7 @@ def _insert(tx: Transaction, connection: Connection, table: str, staging: str,
     ``create``): the rows inserted."""
     if create:
         tx.update(f"CREATE TABLE {table} AS SELECT * FROM {staging} WHERE 1 = 0")
-    quoted = ", ".join(_quote(connection, c) for c in columns)
+    quoted = ", ".join(dialect.quote(connection.dialect, c) for c in columns)
     return tx.update(f"INSERT INTO {table} ({quoted}) SELECT {quoted} FROM {staging}")
 
 
@@ -263,9 +265,3 @@ def _drop(db: Database, table: str) -> None:
         db.execute(f"DROP TABLE IF EXISTS {table}")
     except DatabaseError as exc:
         log.warning("could not drop the staging table %s: %s", table, exc)
-
-
-def _quote(connection: Connection, column: str) -> str:
-    if connection.dialect in ("mysql", "mariadb"):
-        return "`{}`".format(column.replace("`", "``"))
-    return '"{}"'.format(column.replace('"', '""'))

@@ -59,10 +59,10 @@ class ParquetCommit:
     run_seq: int
     files: tuple[str, ...]
     rows: int
+    committed_at: datetime
     replayed: bool = False
     #: what the run commits to the state (``target_runs.run_record``)
     record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    committed_at: datetime | None = None
 
 
 def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, attempt: int,

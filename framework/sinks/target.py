@@ -97,8 +97,9 @@ class PrunedTarget:
 class Target(Protocol):
     """A target as the runs of a job see it, whatever its kind."""
 
-    #: how runs name it (``Run.outputs``'s key)
-    key: str
+    @property
+    def key(self) -> str:
+        """How runs name it (``Run.outputs``'s key)."""
 
     def describe(self, output: Mapping[str, Any]) -> str:
         """What a run wrote here, in words, from its output entry (``Run.outputs``)."""

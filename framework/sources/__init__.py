@@ -2,7 +2,7 @@
 
 A kind's module describes a read so that it can be planned again without Spark, plans it
 from a bookmark, reads it, and answers what ``SourceKind`` asks; its bookmark is a frozen
-dataclass (``framework.sources.state``). A new kind is its module, its entry here and the
+dataclass (``framework.sources.bookmark_codec``). A new kind is its module, its entry here and the
 ``JobContext`` method jobs read it with.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from framework.sources.jdbc import Connection
+    from framework.jdbc import Connection
 
 __all__ = ["KINDS", "Bookmarks", "SourceKind", "source_kind"]
 
@@ -52,4 +52,4 @@ def source_kind(kind: str) -> SourceKind | None:
     """The module of the source ``kind``; None for a kind this deltamark does not know."""
     if kind not in KINDS:
         return None
-    return importlib.import_module(KINDS[kind].partition(":")[0])  # type: ignore[return-value]
+    return importlib.import_module(KINDS[kind].partition(":")[0])

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -76,8 +76,8 @@ def read(spark: SparkSession, paths: Sequence[str], *, base_path: str | None,
             .load())
 
 
-def spark_schema(avro_schema: Mapping[str, Any]) -> StructType:
-    """The Spark schema of a top-level Avro record schema."""
+def spark_schema(avro_schema: Mapping[str, Any] | str | list[Any]) -> StructType:
+    """The Spark schema of a top-level Avro record schema (any other schema raises ValueError)."""
     struct = _spark_type(avro_schema, {})
     if not isinstance(struct, StructType):
         raise ValueError("the top-level Avro schema is not a record")
@@ -197,7 +197,9 @@ class _AvroReader(DataSourceReader):
             extra[self.lineage_column] = path if "://" in path else f"file:{path}"
         fields = self.schema.fields
         with open(_local(path), "rb") as stream:
-            for record in fastavro.reader(stream):
+            for message in fastavro.reader(stream):
+                # a file behind a record schema (as _header_schema requires) yields dicts
+                record = cast(dict[str, Any], message)
                 yield tuple(
                     extra.get(f.name) if f.name in extra or f.name in self.partition_columns
                     else _convert(record.get(f.name), f.dataType)

@@ -66,7 +66,8 @@ def receive(queue: str, roots: Sequence[str]) -> Events:
         ValueError: boto3 is absent, or the queue cannot be read (the message says why).
     """
     client = _client(queue)
-    receipts, keys = [], []
+    receipts: list[str] = []
+    keys: list[tuple[str, str]] = []
     while len(receipts) < MAX_MESSAGES:
         try:
             answer = client.receive_message(QueueUrl=queue, MaxNumberOfMessages=10,

@@ -43,10 +43,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from framework.listed_reads import ListedFile, read_listed
 from framework.sources import file_events, malformed
+from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
-from framework.sources.state import encode
+from framework.sources.listed_reads import ListedFile, read_listed
 from framework.spark_lines import lacking, require
 from framework.storage import filesystem
 
@@ -603,7 +603,9 @@ def _base_path(source: FileSource) -> str | None:
 
 def _spark_avro_available(spark: SparkSession) -> bool:
     try:
-        spark._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+        jvm = spark._jvm
+        assert jvm is not None  # a classic session's SparkContext has started the py4j gateway
+        jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
             "avro", spark._jsparkSession.sessionState().conf())
     except Exception:  # Spark Connect has no _jvm; a missing module raises a Py4J error.
         return False

@@ -19,29 +19,31 @@ the Spark driver's JVM through the JDBC driver; the rows come through Spark's JD
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
-from framework.config import SETTINGS_FILE, Settings, text_value
-from framework.errors import ConfigError, DatabaseError
-from framework.redaction import redact, remember_credentials, remember_secret
+from framework.errors import DatabaseError
+from framework.jdbc import dialect
+from framework.jdbc.client import (
+    Column,
+    Database,
+    connect,
+    java_message,
+    python_connection,
+    shorten,
+)
+from framework.jdbc.connection import Connection
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from framework.sources import Bookmarks
 
-__all__ = ["SOURCE_KIND", "Connection", "Database", "JdbcPlan", "JdbcSource", "JdbcState",
-           "Transaction",
-           "connect", "description", "java_message", "plan_jdbc", "read_jdbc",
-           "new_items", "resolve_connection", "settings_connections"]
+__all__ = ["SOURCE_KIND", "JdbcPlan", "JdbcSource", "JdbcState", "description", "new_items",
+           "plan_jdbc", "read_jdbc"]
 
 SOURCE_KIND = "jdbc"
 
@@ -51,102 +53,6 @@ SortOrder = Literal["asc", "desc"]
 MAX_BOUNDARY_ROWS = 10_000
 #: Without partitioning options, a read on a numeric key gets a partition per this many rows.
 AUTO_PARTITION_ROWS = 100_000
-
-DRIVERS: Mapping[str, str] = {
-    "postgresql": "org.postgresql.Driver",
-    "sqlite": "org.sqlite.JDBC",
-    "mysql": "com.mysql.cj.jdbc.Driver",
-    "mariadb": "org.mariadb.jdbc.Driver",
-    "sqlserver": "com.microsoft.sqlserver.jdbc.SQLServerDriver",
-    "oracle": "oracle.jdbc.OracleDriver",
-    "h2": "org.h2.Driver",
-}
-
-# java.sql.Types
-_NUMERIC_TYPES = frozenset({-7, -6, 5, 4, -5, 6, 7, 8, 2, 3})
-_TEXT_TYPES = frozenset({1, 12, -1, -9, -15, -16})
-
-_ENV_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass(frozen=True)
-class Connection:
-    """How to reach a database. The password never appears in reprs, logs or state."""
-
-    url: str
-    user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    driver: str | None = None
-    properties: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        remember_credentials(self.url)
-        remember_secret(self.password)
-
-    @property
-    def dialect(self) -> str:
-        """The URL's subprotocol: ``postgresql`` in ``jdbc:postgresql://...``."""
-        return self.url.split(":", 2)[1] if self.url.count(":") >= 2 else ""
-
-    @property
-    def driver_class(self) -> str:
-        if self.driver or self.dialect in DRIVERS:
-            return self.driver or DRIVERS[self.dialect]
-        raise DatabaseError(self.display, f"no known JDBC driver for '{self.dialect}' URLs; "
-                            "give the driver's class name as the connection's driver")
-
-    @property
-    def display(self) -> str:
-        """The URL with any credentials in it masked."""
-        return redact(self.url)
-
-    def jdbc_properties(self) -> dict[str, str]:
-        """The driver properties, with user and password."""
-        credentials = {"user": self.user, "password": self.password}
-        return {**self.properties, **{k: v for k, v in credentials.items() if v is not None}}
-
-
-def settings_connections(settings: Settings) -> Callable[[str], Connection]:
-    """``resolve_connection`` for the connections ``settings`` declare."""
-    return functools.partial(resolve_connection, configured=settings.connections,
-                             conf_file=str(settings.conf_dir / SETTINGS_FILE))
-
-
-def resolve_connection(name_or_url: str, configured: Mapping[str, Mapping[str, Any]], *,
-                       conf_file: str) -> Connection:
-    """The connection named in conf (``${VAR}`` read from the environment), or a JDBC URL.
-
-    Raises:
-        ConfigError: an unknown name, or a variable that is not set.
-    """
-    if name_or_url.startswith("jdbc:"):
-        return Connection(url=name_or_url)
-    if name_or_url not in configured:
-        known = ", ".join(sorted(configured)) or "none"
-        raise ConfigError(conf_file, [f"connections: no connection '{name_or_url}' (known: "
-                                      f"{known}); name one, or give a jdbc: URL"])
-    raw = configured[name_or_url]
-    problems: list[str] = []
-
-    def resolve(key: str, value: Any) -> str:
-        def variable(match: re.Match[str]) -> str:
-            if match[1] not in os.environ:
-                problems.append(f"connections.{name_or_url}.{key}: environment variable "
-                                f"{match[1]} is not set")
-                return ""
-            return os.environ[match[1]]
-
-        return _ENV_VARIABLE.sub(variable, text_value(value))
-
-    values = {key: resolve(key, value) for key, value in raw.items()
-              if key != "properties" and value is not None}
-    properties = {str(k): resolve(f"properties.{k}", v)
-                  for k, v in (raw.get("properties") or {}).items()}
-    if problems:
-        raise ConfigError(conf_file, problems)
-    return Connection(url=values["url"], user=values.get("user"),
-                      password=values.get("password"), driver=values.get("driver"),
-                      properties=properties)
 
 
 @dataclass(frozen=True)
@@ -178,6 +84,7 @@ class JdbcSource:
         trailing ``;``, and closed on a line of its own, past a trailing ``--`` comment)."""
         if self.table:
             return self.table
+        assert self.query is not None  # problems(), checked before any read, requires one
         return f"({self.query.strip().rstrip(';').rstrip()}\n) deltamark_query"
 
     def problems(self) -> list[str]:
@@ -199,18 +106,6 @@ class JdbcSource:
             problems.append("partition_column needs num_partitions")
         return problems
 
-
-@dataclass(frozen=True)
-class Column:
-    """A column as the database reports it."""
-
-    name: str
-    jdbc_type: int
-    type_name: str
-
-    @property
-    def numeric(self) -> bool:
-        return self.jdbc_type in _NUMERIC_TYPES
 
 
 @dataclass(frozen=True)
@@ -295,183 +190,6 @@ class JdbcPlan:
     def counts(self) -> dict[str, int]:
         return {"rows": self.rows}
 
-
-# --- the database, through the driver on the JVM -----------------------------------------
-
-class Database:
-    """A JDBC connection on the Spark driver's JVM, for the queries that plan a read."""
-
-    def __init__(self, jvm_connection: Any, connection: Connection):
-        self._conn = jvm_connection
-        self.connection = connection
-
-    def columns(self, relation: str) -> list[Column]:
-        """The columns of a table or subquery, as the database types them."""
-        sql = f"SELECT * FROM {relation} WHERE 1=0"
-        with self._calling(sql):
-            statement = self._conn.createStatement()
-            try:
-                meta = statement.executeQuery(sql).getMetaData()
-                return [Column(meta.getColumnLabel(i), meta.getColumnType(i),
-                               meta.getColumnTypeName(i))
-                        for i in range(1, meta.getColumnCount() + 1)]
-            finally:
-                statement.close()
-
-    def rows(self, sql: str, *, limit: int | None = None) -> list[tuple[str | None, ...]]:
-        """The result's rows, values as the database's text, up to ``limit`` rows."""
-        with self._calling(sql):
-            statement = self._conn.createStatement()
-            try:
-                if limit is not None:
-                    statement.setMaxRows(limit)
-                return _fetched(statement.executeQuery(sql))
-            finally:
-                statement.close()
-
-    def primary_key(self, table: str) -> tuple[str, ...]:
-        """The table's primary-key columns in key order (empty when it has none)."""
-        schema, _, name = table.rpartition(".")
-        meta = self._conn.getMetaData()
-        with self._calling(f"primary key of {table}"):
-            for candidate in dict.fromkeys((name, name.lower(), name.upper())):
-                result = meta.getPrimaryKeys(None, schema or None, candidate.strip('"`'))
-                found = []
-                while result.next():
-                    found.append((result.getInt("KEY_SEQ"), result.getString("COLUMN_NAME")))
-                result.close()
-                if found:
-                    return tuple(column for _, column in sorted(found))
-        return ()
-
-    def execute(self, sql: str) -> None:
-        """Run one statement on its own (autocommit), e.g. DDL."""
-        with self._calling(sql):
-            statement = self._conn.createStatement()
-            try:
-                statement.execute(sql)
-            finally:
-                statement.close()
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        """Statements committed together when the block ends, or rolled back if it raises."""
-        self._conn.setAutoCommit(False)
-        try:
-            yield Transaction(self)
-            with self._calling("COMMIT"):
-                self._conn.commit()
-        except BaseException:
-            self._conn.rollback()
-            raise
-        finally:
-            self._conn.setAutoCommit(True)
-
-    def _prepared(self, sql: str, parameters: Sequence[Any]) -> Any:
-        statement = self._conn.prepareStatement(sql)
-        for i, value in enumerate(parameters, start=1):
-            if isinstance(value, int):
-                statement.setLong(i, value)
-            else:
-                statement.setString(i, value)
-        return statement
-
-    @contextlib.contextmanager
-    def _calling(self, what: str) -> Iterator[None]:
-        from py4j.protocol import Py4JJavaError
-
-        try:
-            yield
-        except Py4JJavaError as exc:
-            raise DatabaseError(self.connection.display,
-                                f"{java_message(exc)} (in: {_shorten(what)})") from None
-
-
-class Transaction:
-    """Parameterised statements in one of ``Database.transaction``'s transactions."""
-
-    def __init__(self, db: Database):
-        self._db = db
-
-    def query(self, sql: str, *parameters: str | int) -> list[tuple[str | None, ...]]:
-        """The result's rows, values as the database's text."""
-        with self._db._calling(sql):
-            statement = self._db._prepared(sql, parameters)
-            try:
-                return _fetched(statement.executeQuery())
-            finally:
-                statement.close()
-
-    def update(self, sql: str, *parameters: str | int) -> int:
-        """Run a statement: the rows it changed."""
-        with self._db._calling(sql):
-            statement = self._db._prepared(sql, parameters)
-            try:
-                return statement.executeUpdate()
-            finally:
-                statement.close()
-
-
-def _fetched(result: Any) -> list[tuple[str | None, ...]]:
-    """A JDBC result set's rows, values as the database's text."""
-    width = result.getMetaData().getColumnCount()
-    found = []
-    while result.next():
-        found.append(tuple(result.getString(i) for i in range(1, width + 1)))
-    return found
-
-
-@contextlib.contextmanager
-def connect(spark: SparkSession, connection: Connection) -> Iterator[Database]:
-    """A connection through the JDBC driver on ``spark``'s JVM (its jar in spark.jars).
-
-    Raises:
-        DatabaseError: the driver is missing or the database refused the connection.
-    """
-    from py4j.protocol import Py4JJavaError
-
-    jvm = spark._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    driver_class = connection.driver_class
-    try:
-        driver = loader.loadClass(driver_class).newInstance()
-    except Py4JJavaError:
-        raise DatabaseError(connection.display, _missing_driver(driver_class)) from None
-    properties = jvm.java.util.Properties()
-    for key, value in connection.jdbc_properties().items():
-        properties.setProperty(key, value)
-    try:
-        jvm_connection = driver.connect(connection.url, properties)
-    except Py4JJavaError as exc:
-        raise DatabaseError(connection.display, f"cannot connect: {java_message(exc)}"
-                            ) from None
-    if jvm_connection is None:
-        raise DatabaseError(connection.display, f"{driver_class} does not accept this URL")
-    try:
-        yield Database(jvm_connection, connection)
-    finally:
-        jvm_connection.close()
-
-
-def _missing_driver(driver_class: str) -> str:
-    hint = {"org.postgresql.Driver": " (Debian: apt-get install libpostgresql-jdbc-java, "
-            "jar /usr/share/java/postgresql.jar)",
-            "org.sqlite.JDBC": " (Debian: apt-get install libxerial-sqlite-jdbc-java, jar "
-            "/usr/share/java/sqlite-jdbc.jar)"}.get(driver_class, "")
-    return (f"JDBC driver {driver_class} is not on the Spark session: list its jar in "
-            f"spark.conf spark.jars in conf/deltamark.yaml{hint}")
-
-
-def java_message(exc: Exception) -> str:
-    java = getattr(exc, "java_exception", None)
-    message = java.getMessage() if java is not None else None
-    return (message or str(exc)).strip().splitlines()[0]
-
-
-def _shorten(sql: str, limit: int = 200) -> str:
-    """``sql`` on one line, cut at ``limit`` characters, to be shown in a message."""
-    sql = " ".join(sql.split())
-    return sql if len(sql) <= limit else sql[:limit] + "..."
 
 
 # --- planning -----------------------------------------------------------------------------
@@ -568,10 +286,10 @@ def _count(db: Database, source: JdbcSource, where: str, partition: Column | Non
     """The plan's row count, and its parallel-read partitioning (column, lower, upper, n):
     as asked, or on a numeric first key one partition per AUTO_PARTITION_ROWS rows, up to
     the session's parallelism."""
-    quoted = partition and _Sql.quote_in(source.connection.dialect, partition.name)
+    quoted = partition and dialect.quote(source.connection.dialect, partition.name)
     bounds = f", MIN({quoted}), MAX({quoted})" if partition else ""
     rows = db.rows(f"SELECT COUNT(*){bounds} FROM {source.relation} WHERE {where}")
-    count = int(rows[0][0])
+    count = int(cast(str, rows[0][0]))  # COUNT(*) is never NULL
     partitions = source.num_partitions or min(parallelism, count // AUTO_PARTITION_ROWS)
     if partition is None or count == 0 or partitions < 2:
         return count, None
@@ -615,21 +333,13 @@ class _Sql:
         #: keys that do not contain the row id may repeat: list the rows at the boundary
         self.needs_boundary = not set(self.row_id_names) <= set(self.key_names)
 
-    @staticmethod
-    def quote_in(dialect: str, name: str) -> str:
-        quote = "`" if dialect in ("mysql", "mariadb") else '"'
-        return f"{quote}{name.replace(quote, quote * 2)}{quote}"
-
     def quote(self, name: str) -> str:
-        return self.quote_in(self.dialect, name)
+        return dialect.quote(self.dialect, name)
 
     def literal(self, value: str, column: Column) -> str:
         if column.numeric and _is_number(value):
             return value
-        quoted = "'" + value.replace("'", "''") + "'"
-        if self.dialect == "sqlite" or column.jdbc_type in _TEXT_TYPES:
-            return quoted
-        return f"CAST({quoted} AS {column.type_name})"
+        return dialect.literal(self.dialect, value, column)
 
     def not_null(self) -> list[str]:
         return [f"{self.quote(c.name)} IS NOT NULL" for c in self.keys]
@@ -741,10 +451,6 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
 
 # --- planning ahead, without Spark ----------------------------------------------------------
 
-#: PostgreSQL JDBC properties with the same meaning for libpq (psycopg); others: no preflight
-_LIBPQ_PROPERTIES = frozenset({"user", "password", "sslmode", "sslrootcert", "sslcert",
-                               "sslkey", "connect_timeout"})
-
 
 def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str, Any] | None:
     """What planning the read again without Spark needs (``framework.preflight``), as plain
@@ -779,59 +485,12 @@ def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks
     after = state.position if state else None
     where = " AND ".join([*sql.not_null(), sql.after(after, None)])
     query = f"SELECT 1 FROM {description['relation']} WHERE {where} LIMIT 1"
-    with _python_connection(connection) as db:
+    with python_connection(connection) as db:
         if db is None:
             return None
         try:
             return len(db.execute(query).fetchall())
         except Exception as exc:  # each driver has its own error classes
-            raise DatabaseError(connection.display, f"{exc} (in: {_shorten(query)})") from None
+            raise DatabaseError(connection.display, f"{exc} (in: {shorten(query)})") from None
 
 
-@contextlib.contextmanager
-def _python_connection(connection: Connection) -> Iterator[Any]:
-    """A DB-API connection with an ``execute`` method, or None without a driver here."""
-    _, _, rest = connection.url.partition(":")
-    if connection.dialect == "sqlite":
-        path = rest.partition(":")[2].partition("?")[0]
-        if not path or path.startswith(":") or not os.path.isfile(path):
-            yield None
-            return
-        import sqlite3
-
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    elif connection.dialect == "postgresql":
-        params = _libpq_params(connection)
-        try:
-            import psycopg
-        except ImportError:
-            params = None
-        if params is None:
-            yield None
-            return
-        try:
-            db = psycopg.connect(**params, autocommit=True)
-        except psycopg.Error as exc:
-            raise DatabaseError(connection.display, f"cannot connect: {exc}") from None
-    else:
-        yield None
-        return
-    try:
-        yield db
-    finally:
-        db.close()
-
-
-def _libpq_params(connection: Connection) -> dict[str, Any] | None:
-    """psycopg's parameters for a ``jdbc:postgresql://host[:port]/db?...`` URL, or None
-    when the URL or a property has no libpq equivalent (several hosts, ...)."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    url = urlsplit(connection.url.removeprefix("jdbc:"))
-    if "," in url.netloc or not url.hostname:
-        return None
-    properties = {**dict(parse_qsl(url.query)), **connection.jdbc_properties()}
-    if not set(properties) <= _LIBPQ_PROPERTIES:
-        return None
-    return {"host": url.hostname, "port": url.port or 5432,
-            "dbname": url.path.lstrip("/") or None, **properties}

@@ -132,6 +132,7 @@ def _split(tables: dict[str, DataFrame], name: str, frame: DataFrame,
             position, element_type = "index", field.type.elementType
             exploded = F.posexplode(field.column).alias("index", _VALUE)
         else:
+            assert isinstance(field.type, MapType)  # nested holds arrays and maps only
             position, element_type = "key", field.type.valueType
             exploded = F.explode(field.column).alias("key", _VALUE)
         rows = (frame.select(_array_key(field.path).alias("id"), exploded)

@@ -19,14 +19,18 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask, abort, jsonify, redirect, render_template, request, url_for
+from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
 
 from framework import admin
 from framework.config import Settings
 from framework.errors import DeltamarkError
 from framework.ui import pages
+
+if TYPE_CHECKING:
+    from flask.typing import ResponseReturnValue
+    from werkzeug.wrappers import Response as BaseResponse
 
 __all__ = ["create_app"]
 
@@ -54,7 +58,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
                 "csrf": csrf() if authorised() else ""}
 
     @app.before_request
-    def take_token():
+    def take_token() -> BaseResponse | None:
         if token is not None and request.method == "GET" and "token" in request.args:
             if not _same(request.args["token"], token):
                 abort(403)
@@ -69,7 +73,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
         return None
 
     @app.after_request
-    def lock_down(response):
+    def lock_down(response: Response) -> Response:
         # only this server's own scripts, styles and images, even if some text got through
         response.headers["Content-Security-Policy"] = (
             "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
@@ -78,48 +82,48 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
         return response
 
     @app.errorhandler(DeltamarkError)
-    def refused(exc: DeltamarkError):
+    def refused(exc: DeltamarkError) -> ResponseReturnValue:
         status = 404 if type(exc).__name__.endswith("NotFoundError") else 400
         if request.path.startswith("/api/"):
             return jsonify({"error": str(exc), "error_type": type(exc).__name__}), status
         return render_template("error.html", error=str(exc)), status
 
     @app.get("/")
-    def overview():
+    def overview() -> str:
         return render_template("overview.html", page=pages.overview(settings))
 
     @app.get("/api/overview")
-    def overview_json():
+    def overview_json() -> Response:
         return jsonify(pages.overview(settings))
 
     @app.get("/jobs/<job>")
-    def job(job: str):
+    def job(job: str) -> str:
         admin.require_job(settings, job)
         return render_template("job.html", page=pages.job_page(settings, job,
                                                               dq_run=request.args.get("dq_run")),
                                done=request.args.get("done"))
 
     @app.get("/api/jobs/<job>")
-    def job_json(job: str):
+    def job_json(job: str) -> Response:
         admin.require_job(settings, job)
         return jsonify(pages.job_page(settings, job, dq_run=request.args.get("dq_run")))
 
     @app.get("/api/jobs/<job>/waiting")
-    def waiting_json(job: str):
+    def waiting_json(job: str) -> Response:
         admin.require_job(settings, job)
         return jsonify(pages.waiting(settings, job))
 
     @app.get("/workflows/<name>")
-    def workflow(name: str):
+    def workflow(name: str) -> str:
         return render_template("workflow.html", page=pages.workflow_page(settings, name),
                                done=request.args.get("done"))
 
     @app.get("/api/workflows/<name>")
-    def workflow_json(name: str):
+    def workflow_json(name: str) -> Response:
         return jsonify(pages.workflow_page(settings, name))
 
     @app.post("/jobs/<job>/rewind")
-    def rewind(job: str):
+    def rewind(job: str) -> str | BaseResponse:
         to_run, context = request.form["to_run"], request.form.get("context") or None
         restore = request.form.get("restore_targets") == "on"
         if request.form.get("confirmed") != "yes":
@@ -128,22 +132,24 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
                                    removed=pages.rewind_preview(settings, job, to_run))
         done = admin.rewind(settings, job, to_run=to_run, context=context,
                             restore_targets=restore)
-        said = f"rewound to run {done.to_run.run_seq}" + (
+        to = done.to_run
+        assert to is not None  # admin.rewind always names the run it went back to (reset: None)
+        said = f"rewound to run {to.run_seq}" + (
             f"; restored {', '.join(t.target for t in done.restored)}" if done.restored else "")
         return redirect(url_for("job", job=job, done=said))
 
     @app.post("/jobs/<job>/reset")
-    def reset(job: str):
+    def reset(job: str) -> BaseResponse:
         admin.reset(settings, job, context=request.form.get("context") or None)
         return redirect(url_for("job", job=job, done="reset"))
 
     @app.post("/runs/<run_id>/abort")
-    def abort_run(run_id: str):
+    def abort_run(run_id: str) -> BaseResponse:
         run = admin.abort_run(settings, run_id)
         return redirect(url_for("job", job=run.job, done=f"run {run.run_seq} aborted"))
 
     @app.post("/workflows/<name>/runs/<run_id>/resume")
-    def resume(name: str, run_id: str):
+    def resume(name: str, run_id: str) -> BaseResponse:
         # the same command as the CLI's, in a process of its own: it may run for hours
         subprocess.Popen([sys.executable, "-m", "framework", "--conf-dir",
                           str(settings.conf_dir), "--state-root", str(settings.state_root),

@@ -4,7 +4,7 @@ is; the templates lay it out). Read from the state tables with delta-rs only: no
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -13,9 +13,9 @@ from framework import preflight
 from framework.admin import bookmark_history
 from framework.config import Settings
 from framework.errors import DeltamarkError
+from framework.jdbc import settings_connections
 from framework.job_config import job_names
-from framework.sources.jdbc import settings_connections
-from framework.state import open_store
+from framework.state_io import open_store
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
 from framework.workflows.history import workflow_runs
 from state_tables.model import Run
@@ -60,7 +60,7 @@ def overview(settings: Settings) -> dict[str, Any]:
             "last_error": last.error if last and last.status == "failed" else None,
             "volume": [_volume(r) for r in runs[-SPARK_RUNS:]],
         })
-    workflows = []
+    workflows: list[dict[str, Any]] = []
     for name in workflow_names(settings):
         try:
             latest = workflow_runs(settings, name, limit=1)
@@ -143,7 +143,7 @@ def workflow_page(settings: Settings, name: str) -> dict[str, Any]:
             "runs": [_plain(asdict(r)) for r in runs]}
 
 
-def _graph(workflow: Workflow, states: dict[str, str]) -> dict[str, Any]:
+def _graph(workflow: Workflow, states: Mapping[str, str]) -> dict[str, Any]:
     column: dict[str, int] = {}
 
     def depth(job: str) -> int:
@@ -155,7 +155,7 @@ def _graph(workflow: Workflow, states: dict[str, str]) -> dict[str, Any]:
     for job in workflow.jobs:
         depth(job)
     rows: dict[int, int] = defaultdict(int)
-    nodes = {}
+    nodes: dict[str, dict[str, Any]] = {}
     for job in workflow.jobs:
         nodes[job] = {"job": job, "x": 40 + column[job] * 300, "y": 40 + rows[column[job]] * 90,
                       "state": states.get(job, "NOT RUN")}

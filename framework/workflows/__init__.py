@@ -4,7 +4,7 @@ run on this machine (and listed, stopped, resumed) or exported to Airflow."""
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
 from framework.workflows.export import airflow_dag
 from framework.workflows.history import WorkflowRunSummary, workflow_runs
-from framework.workflows.runner import (
+from framework.workflows.orchestrator import (
     WorkflowReport,
     resume_workflow,
     run_workflow,

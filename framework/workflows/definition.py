@@ -254,7 +254,7 @@ def _trigger(body: Any, i: int, jobs: Mapping[str, WorkflowJob]
                                  f"{where}.args_from_properties")
     problems += bad
     conditions: list[Condition] = []
-    logical = "all"
+    logical: Literal["all", "any"] = "all"
     when = body.get("when")
     if when is not None:
         if not isinstance(when, Mapping) or len(when) != 1 or next(iter(when)) not in (

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Literal
 
 from framework.config import Settings
-from framework.state import open_store
+from framework.state_io import open_store
 from framework.workflows import control
 from framework.workflows.definition import load_workflow
 from state_tables.model import WorkflowNode
@@ -50,7 +50,7 @@ def workflow_runs(settings: Settings, name: str, *, limit: int | None = None
 
 def summarize(nodes: Sequence[WorkflowNode], *, live: bool) -> WorkflowRunSummary:
     """The summary of one run's nodes; ``live``: its process holds its slot now."""
-    counts = Counter(n.state for n in nodes)
+    counts: Counter[str] = Counter(n.state for n in nodes)
     if live:
         state: RunState = "RUNNING"
     elif counts["RUNNING"]:

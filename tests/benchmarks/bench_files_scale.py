@@ -60,7 +60,7 @@ def source(root: str, listing: str):
 
 def commit(store, run_seq: int, files: list[tuple[str, int, int]], state) -> None:
     """Record run ``run_seq`` of the job as a run would: its tracked files and state."""
-    from framework.sources.state import encode
+    from framework.sources.bookmark_codec import encode
     from state_tables.model import Bookmark, ProcessedFile, Run
 
     now = datetime.now(UTC)
@@ -79,7 +79,7 @@ def plan(root: str, state_root: str, listing: str):
     from framework.bookmark_history import BookmarkHistory
     from framework.delta import log
     from framework.sources.files import list_files, plan_files
-    from framework.state import open_store
+    from framework.state_io import open_store
 
     log._read_file.cache_clear()
     log._LATEST.clear()
@@ -119,7 +119,7 @@ def peak_kb() -> int:
 def main() -> None:
     from framework.delta import log
     from framework.sources.files import FileState
-    from framework.state import open_store
+    from framework.state_io import open_store
 
     processed = int(os.environ.get("DELTAMARK_BENCH_SCALE_FILES", "1000000"))
     per_hour = max(processed // 1000, 1)

@@ -89,7 +89,7 @@ def main() -> None:
             samples["deltamark"].append(seconds)
             memory.append(peak)
             samples["structured streaming"].append(_process(structured_streaming)[0])
-        from framework.state import open_store
+        from framework.state_io import open_store
 
         runs = open_store(scratch / "state").runs("ingest")
         statuses = [r.status for r in runs]

@@ -47,7 +47,7 @@ class BookmarkState(Protocol):
 
 def encode(state: BookmarkState) -> dict[str, Any]:
     """``state`` as the JSON object the bookmarks table holds."""
-    found = _to_json(state)
+    found: dict[str, Any] = _to_json(state)
     if state.state_version > 1:
         found[VERSION_KEY] = state.state_version
     return found
@@ -70,7 +70,8 @@ def decode(kind: str, data: Mapping[str, Any]) -> BookmarkState:
     try:
         if not isinstance(found, int):
             raise ValueError(f"{VERSION_KEY} {found!r} is not a number")
-        return _from_json(cls, data)
+        state: BookmarkState = _from_json(cls, data)
+        return state
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise BookmarkStateError(kind, f"{str(dict(data))[:200]} is damaged ({exc}). Reset "
                                  "its context to read its source from the start.") from None
@@ -91,8 +92,9 @@ def _state_class(kind: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def _key(field: dataclasses.Field) -> str:
-    return field.metadata.get("key", field.name)
+def _key(field: dataclasses.Field[Any]) -> str:
+    key: str = field.metadata.get("key", field.name)
+    return key
 
 
 def _to_json(value: Any) -> Any:
@@ -108,7 +110,7 @@ def _from_json(kind: Any, value: Any) -> Any:
         return None
     if typing.get_origin(kind) in (typing.Union, types.UnionType):
         [kind] = [k for k in typing.get_args(kind) if k is not type(None)]
-    if dataclasses.is_dataclass(kind):
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         hints = _hints(kind)
         return kind(**{f.name: _from_json(hints[f.name], value[_key(f)])
                        for f in dataclasses.fields(kind) if f.init and _key(f) in value})

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import quote
 
 from framework.spark import temporary_conf
@@ -121,6 +121,10 @@ def _layout(files: Sequence[ListedFile], base_path: str | None,
     return "explicit" if any("=" in d for d in above) else "partitioned"
 
 
+@overload
+def _nullable(data_type: StructType) -> StructType: ...
+@overload
+def _nullable(data_type: DataType) -> DataType: ...
 def _nullable(data_type: DataType) -> DataType:
     """``data_type`` with every field, element and value nullable."""
     from pyspark.sql.types import ArrayType, MapType, StructField, StructType

@@ -31,11 +31,11 @@ from typing import IO, Literal
 from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
 from framework.server import Server, ServerProcess, driver_memory, find_server, private_server
-from framework.state import open_store
+from framework.state_io import open_store
 from framework.workflows import control
 from framework.workflows.definition import Trigger, Workflow, load_workflow
 from framework.workflows.history import WorkflowRunSummary, summarize
-from state_tables.model import WorkflowNode
+from state_tables.model import NodeState, WorkflowNode
 
 __all__ = ["WorkflowReport", "resume_workflow", "run_workflow", "stop_workflow"]
 
@@ -209,6 +209,7 @@ class _Run:
     def _finish(self, node: WorkflowNode) -> None:
         if node.run_id is None:  # it failed: its run is the job's latest, if it got that far
             last = self.store.last_run(node.job)
+            assert node.started_at is not None  # set by _start, kept by _execute
             if last is not None and last.started_at >= node.started_at:
                 node = replace(node, run_id=last.run_id)
         self.properties.update(node.properties)
@@ -253,7 +254,7 @@ class _Run:
     def _verdict(self, trigger: Trigger) -> Literal["fire", "never", "wait"]:
         if trigger.is_start:
             return "fire"
-        outcomes = []
+        outcomes: list[bool | None] = []
         for condition in trigger.conditions:
             node = self.nodes.get(condition.job)
             if node is None or node.state not in FINAL:
@@ -284,6 +285,8 @@ class _Run:
                    *(f"--arg={k}={v}" for k, v in node.arguments.items()),
                    *(f"--run-property={k}={v}" for k, v in node.run_properties.items())]
         limit = self.workflow.jobs[node.job].timeout_minutes
+        state: NodeState
+        error: str | None
         with (open(os.devnull) as stdin, tempfile.TemporaryFile("w+") as stdout,
               tempfile.TemporaryFile("w+") as stderr):
             try:
@@ -312,7 +315,7 @@ class _Run:
 
 
 def _outcome(process: ServerProcess, limit: float | None,
-             stderr: IO[str]) -> tuple[str, str | None]:
+             stderr: IO[str]) -> tuple[NodeState, str | None]:
     """Wait for the job's process within its time limit (minutes): its state and error."""
     try:
         code = process.wait(timeout=limit * 60 if limit else None)

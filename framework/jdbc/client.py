@@ -1,0 +1,273 @@
+"""A database client for the few queries deltamark runs itself (a read's plan, a target's
+marks): through the JDBC driver on the Spark driver's JVM, or, to plan without Spark, a
+Python driver (SQLite; PostgreSQL with psycopg)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from framework.errors import DatabaseError
+from framework.jdbc.connection import Connection
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["TEXT_TYPES", "Column", "Database", "Transaction", "connect", "java_message",
+           "python_connection", "shorten"]
+
+# java.sql.Types
+# java.sql.Types
+NUMERIC_TYPES = frozenset({-7, -6, 5, 4, -5, 6, 7, 8, 2, 3})
+TEXT_TYPES = frozenset({1, 12, -1, -9, -15, -16})
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column as the database reports it."""
+
+    name: str
+    jdbc_type: int
+    type_name: str
+
+    @property
+    def numeric(self) -> bool:
+        return self.jdbc_type in NUMERIC_TYPES
+
+
+
+class Database:
+    """A JDBC connection on the Spark driver's JVM, for the queries that plan a read."""
+
+    def __init__(self, jvm_connection: Any, connection: Connection):
+        self._conn = jvm_connection
+        self.connection = connection
+
+    def columns(self, relation: str) -> list[Column]:
+        """The columns of a table or subquery, as the database types them."""
+        sql = f"SELECT * FROM {relation} WHERE 1=0"
+        with self._calling(sql):
+            statement = self._conn.createStatement()
+            try:
+                meta = statement.executeQuery(sql).getMetaData()
+                return [Column(meta.getColumnLabel(i), meta.getColumnType(i),
+                               meta.getColumnTypeName(i))
+                        for i in range(1, meta.getColumnCount() + 1)]
+            finally:
+                statement.close()
+
+    def rows(self, sql: str, *, limit: int | None = None) -> list[tuple[str | None, ...]]:
+        """The result's rows, values as the database's text, up to ``limit`` rows."""
+        with self._calling(sql):
+            statement = self._conn.createStatement()
+            try:
+                if limit is not None:
+                    statement.setMaxRows(limit)
+                return _fetched(statement.executeQuery(sql))
+            finally:
+                statement.close()
+
+    def primary_key(self, table: str) -> tuple[str, ...]:
+        """The table's primary-key columns in key order (empty when it has none)."""
+        schema, _, name = table.rpartition(".")
+        meta = self._conn.getMetaData()
+        with self._calling(f"primary key of {table}"):
+            for candidate in dict.fromkeys((name, name.lower(), name.upper())):
+                result = meta.getPrimaryKeys(None, schema or None, candidate.strip('"`'))
+                found = []
+                while result.next():
+                    found.append((result.getInt("KEY_SEQ"), result.getString("COLUMN_NAME")))
+                result.close()
+                if found:
+                    return tuple(column for _, column in sorted(found))
+        return ()
+
+    def execute(self, sql: str) -> None:
+        """Run one statement on its own (autocommit), e.g. DDL."""
+        with self._calling(sql):
+            statement = self._conn.createStatement()
+            try:
+                statement.execute(sql)
+            finally:
+                statement.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """Statements committed together when the block ends, or rolled back if it raises."""
+        self._conn.setAutoCommit(False)
+        try:
+            yield Transaction(self)
+            with self._calling("COMMIT"):
+                self._conn.commit()
+        except BaseException:
+            self._conn.rollback()
+            raise
+        finally:
+            self._conn.setAutoCommit(True)
+
+    def _prepared(self, sql: str, parameters: Sequence[Any]) -> Any:
+        statement = self._conn.prepareStatement(sql)
+        for i, value in enumerate(parameters, start=1):
+            if isinstance(value, int):
+                statement.setLong(i, value)
+            else:
+                statement.setString(i, value)
+        return statement
+
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            yield
+        except Py4JJavaError as exc:
+            raise DatabaseError(self.connection.display,
+                                f"{java_message(exc)} (in: {shorten(what)})") from None
+
+
+class Transaction:
+    """Parameterised statements in one of ``Database.transaction``'s transactions."""
+
+    def __init__(self, db: Database):
+        self._db = db
+
+    def query(self, sql: str, *parameters: str | int) -> list[tuple[str | None, ...]]:
+        """The result's rows, values as the database's text."""
+        with self._db._calling(sql):
+            statement = self._db._prepared(sql, parameters)
+            try:
+                return _fetched(statement.executeQuery())
+            finally:
+                statement.close()
+
+    def update(self, sql: str, *parameters: str | int) -> int:
+        """Run a statement: the rows it changed."""
+        with self._db._calling(sql):
+            statement = self._db._prepared(sql, parameters)
+            try:
+                return statement.executeUpdate()
+            finally:
+                statement.close()
+
+
+def _fetched(result: Any) -> list[tuple[str | None, ...]]:
+    """A JDBC result set's rows, values as the database's text."""
+    width = result.getMetaData().getColumnCount()
+    found = []
+    while result.next():
+        found.append(tuple(result.getString(i) for i in range(1, width + 1)))
+    return found
+
+
+@contextlib.contextmanager
+def connect(spark: SparkSession, connection: Connection) -> Iterator[Database]:
+    """A connection through the JDBC driver on ``spark``'s JVM (its jar in spark.jars).
+
+    Raises:
+        DatabaseError: the driver is missing or the database refused the connection.
+    """
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark._jvm
+    assert jvm is not None  # a classic session's SparkContext has started the py4j gateway
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    driver_class = connection.driver_class
+    try:
+        driver = loader.loadClass(driver_class).newInstance()
+    except Py4JJavaError:
+        raise DatabaseError(connection.display, _missing_driver(driver_class)) from None
+    properties = jvm.java.util.Properties()
+    for key, value in connection.jdbc_properties().items():
+        properties.setProperty(key, value)
+    try:
+        jvm_connection = driver.connect(connection.url, properties)
+    except Py4JJavaError as exc:
+        raise DatabaseError(connection.display, f"cannot connect: {java_message(exc)}"
+                            ) from None
+    if jvm_connection is None:
+        raise DatabaseError(connection.display, f"{driver_class} does not accept this URL")
+    try:
+        yield Database(jvm_connection, connection)
+    finally:
+        jvm_connection.close()
+
+
+def _missing_driver(driver_class: str) -> str:
+    hint = {"org.postgresql.Driver": " (Debian: apt-get install libpostgresql-jdbc-java, "
+            "jar /usr/share/java/postgresql.jar)",
+            "org.sqlite.JDBC": " (Debian: apt-get install libxerial-sqlite-jdbc-java, jar "
+            "/usr/share/java/sqlite-jdbc.jar)"}.get(driver_class, "")
+    return (f"JDBC driver {driver_class} is not on the Spark session: list its jar in "
+            f"spark.conf spark.jars in conf/deltamark.yaml{hint}")
+
+
+def java_message(exc: Exception) -> str:
+    java = getattr(exc, "java_exception", None)
+    message = java.getMessage() if java is not None else None
+    return (message or str(exc)).strip().splitlines()[0]
+
+
+def shorten(sql: str, limit: int = 200) -> str:
+    """``sql`` on one line, cut at ``limit`` characters, to be shown in a message."""
+    sql = " ".join(sql.split())
+    return sql if len(sql) <= limit else sql[:limit] + "..."
+
+
+
+#: PostgreSQL JDBC properties with the same meaning for libpq (psycopg); others: no preflight
+_LIBPQ_PROPERTIES = frozenset({"user", "password", "sslmode", "sslrootcert", "sslcert",
+                               "sslkey", "connect_timeout"})
+
+
+
+@contextlib.contextmanager
+def python_connection(connection: Connection) -> Iterator[Any]:
+    """A DB-API connection with an ``execute`` method, or None without a driver here."""
+    _, _, rest = connection.url.partition(":")
+    db: Any  # a sqlite3 or psycopg connection
+    if connection.dialect == "sqlite":
+        path = rest.partition(":")[2].partition("?")[0]
+        if not path or path.startswith(":") or not os.path.isfile(path):
+            yield None
+            return
+        import sqlite3
+
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    elif connection.dialect == "postgresql":
+        params = _libpq_params(connection)
+        try:
+            import psycopg
+        except ImportError:
+            params = None
+        if params is None:
+            yield None
+            return
+        try:
+            db = psycopg.connect(**params, autocommit=True)
+        except psycopg.Error as exc:
+            raise DatabaseError(connection.display, f"cannot connect: {exc}") from None
+    else:
+        yield None
+        return
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _libpq_params(connection: Connection) -> dict[str, Any] | None:
+    """psycopg's parameters for a ``jdbc:postgresql://host[:port]/db?...`` URL, or None
+    when the URL or a property has no libpq equivalent (several hosts, ...)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    url = urlsplit(connection.url.removeprefix("jdbc:"))
+    if "," in url.netloc or not url.hostname:
+        return None
+    properties = {**dict(parse_qsl(url.query)), **connection.jdbc_properties()}
+    if not set(properties) <= _LIBPQ_PROPERTIES:
+        return None
+    return {"host": url.hostname, "port": url.port or 5432,
+            "dbname": url.path.lstrip("/") or None, **properties}
