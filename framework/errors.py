@@ -21,8 +21,8 @@ __all__ = [
     "ConcurrentRunError",
     "ConfigError",
     "ConstraintViolationError",
-    "DataQualityError",
     "DamagedTableError",
+    "DataQualityError",
     "DatabaseError",
     "DeltaEngineUnavailableError",
     "DeltaTableError",
@@ -263,7 +263,7 @@ class JobFailedError(JobError):
             "run reads the same input). --debug shows the traceback.")
 
 
-class RunStopped(DeltamarkError):
+class RunStopped(DeltamarkError):  # noqa: N818 - a stop, not an error
     """The run's process was told to stop (SIGTERM: ``deltamark workflow stop``, a time
     limit, an operator). The run ends failed, so its bookmarks stay; its next run recovers
     what it had landed. The command exits 128 + the signal's number, as a shell's would."""

@@ -119,7 +119,7 @@ def _import_class(ref: str, conf_dir: Path) -> tuple[type[IncrementalJob] | None
     try:
         module = _load_file(conf_dir / where) if where.endswith(".py") else (
             _import_module(where, project=project))
-    except Exception as exc:  # whatever the module raises as it is imported
+    except Exception as exc:  # noqa: BLE001 - whatever the module raises as it is imported
         looked = (f"; modules are looked for in {project} (the conf dir's parent) and the "
                   "installed packages" if isinstance(exc, ModuleNotFoundError)
                   and not where.endswith(".py") else "")

@@ -167,7 +167,7 @@ class _ObjectLease:
                     log.error("job %s: run %s lost its lease (it expired and another run took "
                               "it over)", self.job, run_id)
                     return
-                except Exception as exc:  # a network blip: the next beat tries again
+                except Exception as exc:  # noqa: BLE001 - a network blip: the next beat tries again
                     log.warning("job %s: lease heartbeat failed (%s)", self.job, exc)
 
         beating = threading.Thread(target=heartbeat, name=f"lease {self.job}", daemon=True)

@@ -19,7 +19,7 @@ from framework.errors import JobError, StateBehindTargetsError
 from framework.sinks import Target, target_of
 from framework.sinks.jdbc import DatabaseTargets
 from framework.sinks.target import MAX_RECORDED_FILES, TargetRun
-from framework.sources.files import SOURCE_KIND as files_kind
+from framework.sources import files as file_source
 from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
 
 __all__ = ["RunOutputs", "attempted_targets", "check_state_knows", "check_target_write",
@@ -91,7 +91,7 @@ def run_record(job: str, run_id: str, run_seq: int, mode: str,
     contexts: dict[str, Any] = {}
     for b in bookmarks:
         entry: dict[str, Any] = {"kind": b.source_kind, "state": dict(b.state)}
-        if b.source_kind == files_kind:
+        if b.source_kind == file_source.SOURCE_KIND:
             tracked = [[f.path, f.size, f.modified_ms, f.outcome] for f in files
                        if f.context == b.context]
             entry["files"] = tracked if len(tracked) <= MAX_RECORDED_FILES else None

@@ -21,7 +21,7 @@ from framework.glue.utils import getResolvedOptions
 
 args = getResolvedOptions(sys.argv, ["JOB_NAME", "orders_path", "documents_path", "target"])
 sc = SparkContext.getOrCreate()
-glueContext = GlueContext(sc)
+glueContext = GlueContext(sc)  # noqa: N816 - as AWS Glue scripts name it
 spark = glueContext.spark_session
 job = Job(glueContext)
 job.init(args["JOB_NAME"], args)

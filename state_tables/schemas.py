@@ -14,8 +14,18 @@ import pyarrow as pa
 
 from state_tables.errors import StateSchemaError
 
-__all__ = ["BOOKMARKS", "DQ_RESULTS", "PROCESSED_FILES", "RUNS", "StateTable", "TABLES",
-           "WATERMARKS", "WORKFLOW_RUNS", "reference", "upgrade"]
+__all__ = [
+    "BOOKMARKS",
+    "DQ_RESULTS",
+    "PROCESSED_FILES",
+    "RUNS",
+    "TABLES",
+    "WATERMARKS",
+    "WORKFLOW_RUNS",
+    "StateTable",
+    "reference",
+    "upgrade",
+]
 
 TS = pa.timestamp("us", tz="UTC")
 

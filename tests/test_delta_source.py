@@ -111,7 +111,7 @@ def test_vacuumed_files_are_a_clear_error(ws, source):
     append(source, [2])
     [added] = set(DeltaTable(source).file_uris()) - before
     Path(added.removeprefix("file://")).unlink()  # as VACUUM would after a rewrite
-    with pytest.raises(JobFailedError, match="data files removed.*VACUUM"):
+    with pytest.raises(JobFailedError, match=r"data files removed.*VACUUM"):
         ws.run()
 
 

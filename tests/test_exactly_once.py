@@ -57,7 +57,7 @@ def assert_exactly_once(ws, *targets: str, job: str = "copy") -> None:
 
 def crash(ws, job: str, point: str) -> None:
     process = ws.start_run(job, **{CRASH_ENV: point})
-    out, err = process.communicate(timeout=120)
+    _out, err = process.communicate(timeout=120)
     assert process.returncode == -signal.SIGKILL, (point, process.returncode, err[-2000:])
 
 
@@ -118,7 +118,7 @@ def test_two_targets_recovery_completes_only_the_missing_one(ws, point):
     report = ws.run()
     assert report.recovered.action == "replayed"
     assert_exactly_once(ws, ws.target, archive)
-    replay = [r for r in ws.store.runs("copy") if r.recovery == "replayed"][0]
+    replay = next(r for r in ws.store.runs("copy") if r.recovery == "replayed")
     assert replay.run_seq == 2 and replay.attempt == 2
     first_target_skipped = point != "planned:1"
     assert replay.outputs[ws.target]["replayed"] is first_target_skipped

@@ -216,7 +216,7 @@ def test_dynamic_frame_methods(spark):
     assert tables.keys() == ["root", "root_tags"] and len(tables) == 2
     assert tables["root_tags"].count() == 2
     # a Glue method deltamark does not serve: the one-line error, and hasattr says False
-    with pytest.raises(GlueUnsupportedError, match="DynamicFrame.getNumPartitions: not "
+    with pytest.raises(GlueUnsupportedError, match=r"DynamicFrame.getNumPartitions: not "
                        "supported by deltamark's Glue layer; the calls served are listed"):
         frame.getNumPartitions()
     assert not hasattr(frame, "getNumPartitions")

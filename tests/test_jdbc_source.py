@@ -111,7 +111,7 @@ def test_rows_read_again_by_a_lookback_are_never_appended(ws, tmp_path):
     db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)",
                "INSERT INTO t VALUES (1, 1)")
     declare(ws, db, table="t", keys="n", lookback="5")
-    with pytest.raises(JobFailedError, match="would duplicate them.*mode='merge'"):
+    with pytest.raises(JobFailedError, match=r"would duplicate them.*mode='merge'"):
         ws.run()
     assert not os.path.exists(ws.target)
 
@@ -225,7 +225,7 @@ def test_bad_sources_fail_with_a_clear_message(ws, tmp_path):
 
 def test_a_missing_driver_names_spark_jars(spark):
     connection = Connection("jdbc:h2:mem:x")
-    with pytest.raises(DatabaseError, match="org.h2.Driver is not on the Spark session: list "
+    with pytest.raises(DatabaseError, match=r"org.h2.Driver is not on the Spark session: list "
                                             "its jar in spark.conf spark.jars"):
         jdbc.plan_jdbc(spark, jdbc.JdbcSource(connection=connection, table="t"), start=None,
                        advance=False)
@@ -255,7 +255,7 @@ def test_credentials_come_from_the_environment_and_never_show(ws, pg_server):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("DELTAMARK_TEST_DB_PASSWORD")
-        with pytest.raises(JobFailedError, match="connections.db.password: environment "
+        with pytest.raises(JobFailedError, match=r"connections.db.password: environment "
                                                  "variable DELTAMARK_TEST_DB_PASSWORD is not set"):
             ws.run()
 

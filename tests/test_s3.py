@@ -227,7 +227,7 @@ def test_a_bucket_on_another_endpoint_is_reached_through_conf_buckets(ws, s3_ser
         ws.declare(landing=landing, target=target)
         land(landing, 1)
         run = ws.start_run()
-        out, err = run.communicate(timeout=180)
+        _out, err = run.communicate(timeout=180)
         assert run.returncode == 0, err[-2000:]
         table = DeltaTable(target, storage_options=storage.delta_options(target))
         assert sorted(table.to_pyarrow_dataset().to_table()["id"].to_pylist()) == [

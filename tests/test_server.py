@@ -4,6 +4,7 @@ one command stays there."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -56,7 +57,7 @@ def seen(ws, job):
 
 def chain(*jobs, state="SUCCEEDED"):
     return [{"start": [jobs[0]]}] + [{"when": {"all": [{before: state}]}, "start": [after]}
-                                     for before, after in zip(jobs, jobs[1:], strict=False)]
+                                     for before, after in itertools.pairwise(jobs)]
 
 
 def test_a_workflow_run_starts_spark_once_and_each_job_has_its_own_session(project, spark):
@@ -87,7 +88,7 @@ def test_a_job_that_kills_the_jvm_or_stops_spark_fails_alone(project):
     ws.declare(name="c", cls="SparkProbe", out=str(ws.root), kill_jvm="true")
     ws.declare(name="d", cls="SparkProbe", out=str(ws.root))
     declare(ws, "rough", {j: {} for j in "abcd"},
-            chain("a", "b", "c") + [{"when": {"all": [{"c": "FAILED"}]}, "start": ["d"]}])
+            [*chain("a", "b", "c"), {"when": {"all": [{"c": "FAILED"}]}, "start": ["d"]}])
     states = {n.job: n.state for n in run_workflow(ws.settings, "rough").nodes}
     assert states == {"a": "SUCCEEDED", "b": "SUCCEEDED", "c": "FAILED", "d": "SUCCEEDED"}
     # a's spark.stop() left the shared Spark running for b; after c killed the JVM, d got

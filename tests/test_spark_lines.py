@@ -40,7 +40,7 @@ def test_a_spark_outside_the_range_is_refused_in_one_line_naming_it(version):
 def test_a_session_is_refused_before_anything_starts_on_an_unsupported_or_missing_pyspark(
         monkeypatch):
     monkeypatch.setattr(spark_lines, "installed_version", lambda: "3.4.1")
-    with pytest.raises(SparkVersionError, match="Spark 3.4.1 is not supported"):
+    with pytest.raises(SparkVersionError, match=r"Spark 3.4.1 is not supported"):
         spark_session(Settings())
     monkeypatch.setattr(spark_lines, "installed_version", lambda: None)
     with pytest.raises(SparkVersionError, match=r"pyspark is not installed: .* pip install "

@@ -486,7 +486,7 @@ def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw
     from framework.errors import BookmarkStateError
     from framework.sources.bookmark_codec import decode, describe
 
-    with pytest.raises(BookmarkStateError, match="source kind 'files': its version 3 is "
+    with pytest.raises(BookmarkStateError, match=r"source kind 'files': its version 3 is "
                        "newer than this deltamark's .2.. Upgrade deltamark"):
         decode("files", {**STORED_STATES["files"], "state_version": 3})
     with pytest.raises(BookmarkStateError, match="'kafka': this deltamark has no such"):
@@ -495,7 +495,7 @@ def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw
     with pytest.raises(BookmarkStateError, match=r"'files': \{'files_total': '3'\} is damaged "
                        r"\('3' is not of type int\). Reset its context"):
         decode("files", {"files_total": "3"})
-    with pytest.raises(BookmarkStateError, match="'jdbc': .* is damaged"):
+    with pytest.raises(BookmarkStateError, match=r"'jdbc': .* is damaged"):
         decode("jdbc", {**STORED_STATES["jdbc"], "position": ["not", "an object"]})
     with pytest.raises(BookmarkStateError, match=r"damaged \('7' is not of type int\)"):
         decode("delta", {**STORED_STATES["delta"], "version": "7"})

@@ -35,7 +35,7 @@ def native_available(spark: SparkSession) -> bool:
         return False
     try:
         jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CLASS)
-    except Exception:  # py4j raises Py4JJavaError wrapping ClassNotFoundException
+    except Exception:  # noqa: BLE001 - py4j raises Py4JJavaError wrapping ClassNotFoundException
         return False
     return True
 

@@ -194,7 +194,7 @@ class MapToCollection(_Transform):
 
     @classmethod
     def apply(cls, dfc: DynamicFrameCollection,
-              callable: Callable[[DynamicFrame, str], DynamicFrame],  # noqa: A002 - Glue's
+              callable: Callable[[DynamicFrame, str], DynamicFrame],
               transformation_ctx: str = "", **_: Any) -> DynamicFrameCollection:
         return DynamicFrameCollection({name: callable(dfc[name], name) for name in dfc},
                                       dfc.glue_ctx)

@@ -206,7 +206,7 @@ def _gx_problems(rules: Any) -> list[str]:
         for name, kwargs in rule.expectations:
             try:
                 build_expectation(name, kwargs)
-            except Exception as exc:  # GX raises pydantic and its own errors
+            except Exception as exc:  # noqa: BLE001 - GX raises pydantic and its own errors
                 detail = " ".join(str(exc).split())
                 problems.append(f"checks: {rule.kind}: {detail[:300]}")
     return problems

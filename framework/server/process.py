@@ -435,7 +435,7 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
         importlib.import_module(COMMANDS).app(args=list(request.argv), prog_name="deltamark")
     except SystemExit as ended:
         code = ended.code
-    except BaseException:  # what an uncaught exception would print
+    except BaseException:  # noqa: BLE001 - what an uncaught exception would print
         traceback.print_exc()
         code = 1
     finally:  # what the interpreter does at exit, before os._exit
@@ -461,7 +461,7 @@ def _own_jvm(channel: socket.socket, settings: Settings, *, driver_memory: str |
         spark = spark_session(settings, app_name=f"deltamark server {os.getppid()}",
                               conf={"spark.driver.memory": driver_memory} if driver_memory
                               else None)
-    except Exception as exc:  # SparkStartError, or what Spark said
+    except Exception as exc:  # noqa: BLE001 - SparkStartError, or what Spark said
         send(channel, {"error": f"{type(exc).__name__}: {exc}"})
         return 1
     gateway = SparkContext._gateway

@@ -58,20 +58,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RECONCILE_MS",
+    "LISTING_MODES",
+    "NOT_READ",
+    "SOURCE_KIND",
+    "TRACKED",
     "FileBookmark",
     "FileFormat",
     "FilePlan",
     "FileSource",
     "FileState",
-    "LISTING_MODES",
     "ListedFile",
     "ListingMode",
-    "NOT_READ",
     "Outcome",
     "RewritePolicy",
-    "SOURCE_KIND",
     "SetAside",
-    "TRACKED",
     "first_malformed",
     "list_files",
     "listed_for_run",
@@ -607,7 +607,7 @@ def _spark_avro_available(spark: SparkSession) -> bool:
         assert jvm is not None  # a classic session's SparkContext has started the py4j gateway
         jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
             "avro", spark._jsparkSession.sessionState().conf())
-    except Exception:  # Spark Connect has no _jvm; a missing module raises a Py4J error.
+    except Exception:  # noqa: BLE001 - no _jvm (Spark Connect), or a Py4J error: no module
         return False
     return True
 

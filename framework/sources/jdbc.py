@@ -457,7 +457,7 @@ def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str
     data; None for a read that re-reads rows (lookback) or a URL that may hold credentials.
     ``connection`` is the name (or URL) the job gave."""
     if (source.lookback is not None or not plan.columns
-            or connection.startswith("jdbc:") and source.connection.dialect != "sqlite"):
+            or (connection.startswith("jdbc:") and source.connection.dialect != "sqlite")):
         return None
     return {"kind": SOURCE_KIND, "connection": connection, "relation": source.relation,
             "order": source.order, "keys": list(plan.keys), "row_id": list(plan.row_id),
@@ -490,7 +490,7 @@ def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks
             return None
         try:
             return len(db.execute(query).fetchall())
-        except Exception as exc:  # each driver has its own error classes
+        except Exception as exc:  # noqa: BLE001 - each driver has its own error classes
             raise DatabaseError(connection.display, f"{exc} (in: {shorten(query)})") from None
 
 

@@ -332,7 +332,7 @@ def _cycle(edges: Mapping[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return [*path[path.index(nxt):], nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         path.pop()

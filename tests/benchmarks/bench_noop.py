@@ -58,7 +58,7 @@ def _process(command: list[str]) -> tuple[float, int]:
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
-    out, err = child.communicate()
+    _out, err = child.communicate()
     if status != 0:
         raise SystemExit(f"bench_noop: {' '.join(command[2:])} failed:\n{err.decode()[-2000:]}")
     return seconds, usage.ru_maxrss
