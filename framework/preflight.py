@@ -122,7 +122,7 @@ def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode
             return Preflight(False, f"{context} cannot be planned before Spark starts", last)
         try:
             new = _new_items(context, description, bookmarks, connections)
-        except Exception as exc:  # noqa: BLE001 - whatever the cause, the run itself decides and reports
+        except Exception as exc:  # noqa: BLE001 - whatever the cause: the run decides, reports
             log.info("preflight: %s not planned ahead: %s", context, exc)
             return Preflight(False, f"{context} could not be planned ahead ({_reason(exc)})",
                              last)

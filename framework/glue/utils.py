@@ -31,7 +31,8 @@ CONTINUATION_CHOICES = {"continuation-enabled": "job-bookmark-enable",
 RESERVED = (BOOKMARK_OPTION, CONTINUATION_OPTION, *RANGE_OPTIONS)
 
 
-def getResolvedOptions(args: Sequence[str], options: Sequence[str]) -> dict[str, str | None]:  # noqa: N802 (Glue's name)
+def getResolvedOptions(  # noqa: N802 (Glue's name)
+        args: Sequence[str], options: Sequence[str]) -> dict[str, str | None]:
     """The values of ``options`` in ``args`` (``sys.argv``: the script name first), plus
     ``job_bookmark_option`` (default job-bookmark-disable, as in Glue),
     ``job_bookmark_from`` and ``job_bookmark_to``.

@@ -24,14 +24,15 @@ from framework.job import JobContext, job_run
 __all__ = ["get_workflow_run_properties", "put_workflow_run_properties"]
 
 
-def get_workflow_run_properties(Name: str, RunId: str) -> dict[str, Any]:  # noqa: N803
+def get_workflow_run_properties(Name: str, RunId: str) -> dict[str, Any]:  # noqa: N803 (Glue's)
     """``{"RunProperties": {...}}``: the workflow run's properties as the script sees them
     (those it started with, then those it put)."""
     ctx = _workflow_job(Name, RunId)
     return {"RunProperties": {**ctx.run_properties, **job_run(ctx).published()}}
 
 
-def put_workflow_run_properties(Name: str, RunId: str, RunProperties: Mapping[str, Any]  # noqa: N803
+def put_workflow_run_properties(Name: str, RunId: str,  # noqa: N803 (Glue's names)
+                                RunProperties: Mapping[str, Any],  # noqa: N803
                                 ) -> dict[str, Any]:
     """Add or replace run properties for the jobs after this one; returns ``{}``."""
     ctx = _workflow_job(Name, RunId)
