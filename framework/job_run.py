@@ -37,7 +37,7 @@ from framework.sources import files, jdbc, malformed
 from framework.sources.files import FileBookmark, FilePlan
 from framework.spark import named_column
 from framework.target_runs import RunOutputs, check_target_write
-from state_tables.model import Watermark
+from state_tables.model import RunOutput, Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -278,12 +278,13 @@ class JobRun:
         except ValueError as exc:
             raise JobError(self.job_name, f"write_jdbc: {exc}.") from None
         target = jdbc_sink.target_key(connection, table)
-        write = functools.partial(self.stage, target=target, output={
-            **jdbc_sink.OUTPUT_TAG, "connection": connection, "table": table,
-            **({"database": database} if database else {})})
+        output: RunOutput = {**jdbc_sink.OUTPUT_TAG, "connection": connection, "table": table}
+        if database:
+            output["database"] = database
+        write = functools.partial(self.stage, target=target, output=output)
         return self.checked_write(df, target, "append", checks, write)
 
-    def stage(self, df: DataFrame, *, target: str, output: Mapping[str, Any]
+    def stage(self, df: DataFrame, *, target: str, output: RunOutput
                ) -> WriteResult:
         self._outputs.claim(target)
         if self.dry_run or not df.columns or df.isEmpty():
@@ -296,7 +297,7 @@ class JobRun:
                                job=self.job_name, run_seq=self.run_seq)
         crash_point("staged")
         self.log.info("staged %d rows for %s (they land when the job returns)", rows, target)
-        self._outputs.start(target, **output, rows=rows)
+        self._outputs.start(target, **output | RunOutput(rows=rows))
         self._staged.append(target)
         return WriteResult(version=self.run_seq)
 
@@ -344,8 +345,9 @@ class JobRun:
         ``file_format`` to a directory of files."""
         engine = engine or self._engine
         self._outputs.claim(target)
-        kind = {} if file_format is None else {**parquet.OUTPUT_TAG, **(
-            {"file_format": file_format} if file_format != "parquet" else {})}
+        kind: RunOutput = {} if file_format is None else {**parquet.OUTPUT_TAG}
+        if file_format not in (None, "parquet"):
+            kind["file_format"] = file_format
         # an append or merge of no rows changes nothing; an empty overwrite does
         read_nothing = self.plan.read_nothing()
         adds_rows_only = mode != "overwrite" and not replace_where
@@ -372,7 +374,7 @@ class JobRun:
                                        before_commit=staged, file_format=file_format,
                                        options=file_options)
                 result = WriteResult(version=self.run_seq, skipped=commit.replayed)
-                written = {"files": len(commit.files), "rows": commit.rows}
+                written: RunOutput = {"files": len(commit.files), "rows": commit.rows}
             else:
                 result = engine.write(
                     df, target, mode=mode, partition_by=partition_by,
@@ -385,7 +387,7 @@ class JobRun:
         self.log.info("%s %s (%s)", "found run already in" if result.skipped else "wrote",
                       target, f"{written['files']} files, {written['rows']} rows"
                       if file_format else f"version {result.version}")
-        self._outputs.land(target, replayed=result.skipped, **written)
+        self._outputs.land(target, **written | RunOutput(replayed=result.skipped))
         if self._hooks:
             self._hooks.after_target_write(self)
         return result
@@ -435,6 +437,6 @@ class JobRun:
         (a Glue script that never called ``job.commit()``). Its writes stand."""
         self.plan.held = True
 
-    def outputs(self) -> dict[str, dict[str, Any]]:
+    def outputs(self) -> dict[str, RunOutput]:
         """What each target of this run was written with (the runner records it)."""
         return self._outputs.recorded()

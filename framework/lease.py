@@ -26,12 +26,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from framework import storage
 from framework.errors import ConcurrentRunError
 
-__all__ = ["LEASE_SECONDS", "job_lease", "lease_holder"]
+__all__ = ["LEASE_SECONDS", "LeaseHolder", "job_lease", "lease_holder"]
 
 log = logging.getLogger("deltamark.lease")
 
@@ -61,7 +61,7 @@ def job_lease(state_root: str | os.PathLike[str], job: str, run_id: str, *,
             yield
 
 
-def lease_holder(state_root: str | os.PathLike[str], job: str) -> dict[str, Any] | None:
+def lease_holder(state_root: str | os.PathLike[str], job: str) -> LeaseHolder | None:
     """Who holds ``job``'s lease now, or None when nobody does (or its lease expired)."""
     root = os.fspath(state_root)
     if not storage.is_local(root):
@@ -82,7 +82,20 @@ def lease_holder(state_root: str | os.PathLike[str], job: str) -> dict[str, Any]
         os.close(fd)
 
 
-def _holder(run_id: str) -> dict[str, Any]:
+class LeaseHolder(TypedDict, total=False):
+    """Who holds a job's lease, as its lock file or object holds it (JSON, read by other
+    processes; ``{}`` when unreadable)."""
+
+    run_id: str
+    pid: int
+    host: str
+    #: this boot and pid namespace (``_machine``): where ``pid`` names one process
+    machine: str | None
+    since: str  # ISO time the lease was taken
+    expires: str  # an object-store lease's: ISO time, pushed forward by its heartbeat
+
+
+def _holder(run_id: str) -> LeaseHolder:
     return {"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
             "machine": _machine(), "since": datetime.now(UTC).isoformat(timespec="seconds")}
 
@@ -97,7 +110,7 @@ def _machine() -> str | None:
         return None
 
 
-def _gone(holder: dict[str, Any]) -> bool:
+def _gone(holder: LeaseHolder) -> bool:
     """Whether the holder ran here and its process has ended (no need to wait for expiry)."""
     if holder.get("machine") is None or holder.get("machine") != _machine():
         return False
@@ -138,7 +151,7 @@ class _ObjectLease:
         self.store = storage.object_store(storage.join(state_root, "_leases"))
         self.key = f"{job}.lock"
 
-    def read(self) -> tuple[dict[str, Any] | None, str | None]:
+    def read(self) -> tuple[LeaseHolder | None, str | None]:
         """The holder and the object's ETag, or (None, None) when there is no lease."""
         import obstore
         from obstore.exceptions import NotFoundError
@@ -181,7 +194,7 @@ class _ObjectLease:
                 if self.read()[1] == tag:
                     obstore.delete(self.store, self.key)
 
-    def _acquire(self, holder: dict[str, Any], take_over_from: str | None) -> str | None:
+    def _acquire(self, holder: LeaseHolder, take_over_from: str | None) -> str | None:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
@@ -197,7 +210,7 @@ class _ObjectLease:
         except (AlreadyExistsError, PreconditionError):
             raise ConcurrentRunError(self.job, self.read()[0] or {}) from None
 
-    def _put(self, holder: dict[str, Any], mode: Any) -> str | None:
+    def _put(self, holder: LeaseHolder, mode: Any) -> str | None:
         import obstore
 
         expires = datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
@@ -205,15 +218,16 @@ class _ObjectLease:
         return obstore.put(self.store, self.key, body.encode(), mode=mode)["e_tag"]
 
 
-def _expired(holder: dict[str, Any]) -> bool:
+def _expired(holder: LeaseHolder) -> bool:
     try:
         return datetime.fromisoformat(holder["expires"]) < datetime.now(UTC)
     except (KeyError, TypeError, ValueError):
         return True  # no readable expiry: not a lease anyone can be holding
 
 
-def _parse(raw: bytes) -> dict[str, Any]:
+def _parse(raw: bytes) -> LeaseHolder:
     try:
-        return json.loads(raw) if raw else {}
+        found = json.loads(raw) if raw else {}
     except json.JSONDecodeError:
         return {}
+    return cast(LeaseHolder, found) if isinstance(found, dict) else {}

@@ -20,7 +20,7 @@ from framework.modes import BookmarkOptions
 from framework.sources import files
 from framework.sources.bookmark_codec import BookmarkState, encode
 from framework.target_runs import run_record
-from state_tables.model import Bookmark, ProcessedFile, Watermark
+from state_tables.model import Bookmark, ProcessedFile, RunRecord, Watermark
 
 __all__ = ["PinnedRead", "RunIdentity", "RunPlan", "SourceRead", "WorkflowRun"]
 
@@ -194,7 +194,7 @@ class RunPlan:
         self._recorded_watermarks.update(w.context for w in marks)
         return (*self._rows(reads), marks)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> RunRecord:
         """What this run's target commits carry (``target_runs.run_record``)."""
         bookmarks, tracked = self._rows(self.reads.values())
         return run_record(self.run.job, self.run.run_id, self.run.run_seq,

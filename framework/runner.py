@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from framework import preflight
 from framework.config import Settings
@@ -66,7 +66,7 @@ from framework.target_runs import (
     discard_unlanded,
     landed_targets,
 )
-from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
+from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, RunStatus, Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class RunReport:
     dry_run: bool
     seconds: float
     inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    outputs: Mapping[str, RunOutput] = field(default_factory=dict)
     planned_files: Mapping[str, Sequence[str]] = field(default_factory=dict)
     #: context -> the files it tracked without reading them: (path, outcome)
     set_aside: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)

@@ -12,15 +12,23 @@ from a backup, or missing its newest commits, is noticed before a run writes ove
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Unpack
 
 from framework.errors import JobError, StateBehindTargetsError
 from framework.sinks import Target, target_of
 from framework.sinks.jdbc import DatabaseTargets
 from framework.sinks.target import MAX_RECORDED_FILES, TargetRun
 from framework.sources import files as file_source
-from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
+from state_tables.model import (
+    Bookmark,
+    ContextRecord,
+    ProcessedFile,
+    Run,
+    RunOutput,
+    RunRecord,
+    Watermark,
+)
 
 __all__ = ["RunOutputs", "attempted_targets", "check_state_knows", "check_target_write",
            "discard_unlanded", "landed_targets", "run_record", "runs_in"]
@@ -36,7 +44,8 @@ class RunOutputs:
 
     def __init__(self, job: str):
         self.job = job
-        self._entries: dict[str, dict[str, Any]] = {}  # by target, local paths absolute
+        #: by target (local paths absolute): the entry, and the target as the job named it
+        self._entries: dict[str, tuple[str, RunOutput]] = {}
 
     def claim(self, target: str) -> None:
         """Before ``target`` is written: it is not written twice in one run.
@@ -48,33 +57,35 @@ class RunOutputs:
             raise JobError(self.job, f"target {target} is written twice in one run; union "
                            "the DataFrames and write once.")
 
-    def skip(self, target: str, **tags: Any) -> None:
+    def skip(self, target: str, **tags: Unpack[RunOutput]) -> None:
         """``target`` gets no commit from this run (no rows, or a dry run)."""
-        self._entries[_key(target)] = {"target": target, "written": False, **tags}
+        self._entries[_key(target)] = (target, {"written": False, **tags})
 
-    def start(self, target: str, **tags: Any) -> None:
+    def start(self, target: str, **tags: Unpack[RunOutput]) -> None:
         """``target`` is being written (or its rows are staged): a crash leaves it to
         recovery, which asks the target whether it landed."""
-        self._entries[_key(target)] = {"target": target, "written": False, "pending": True,
-                                       **tags}
+        self._entries[_key(target)] = (target, {"written": False, "pending": True, **tags})
 
-    def land(self, target: str, *, replayed: bool, **written: Any) -> None:
-        """``target`` holds this run's commit (``replayed``: an earlier attempt's)."""
-        entry = {k: v for k, v in self._entries[_key(target)].items() if k != "pending"}
-        self._entries[_key(target)] = {**entry, "written": True, **written, "replayed": replayed}
+    def land(self, target: str, **written: Unpack[RunOutput]) -> None:
+        """``target`` holds this run's commit (``replayed``: an earlier attempt's), with
+        what was ``written`` (version, files, rows)."""
+        named, entry = self._entries[_key(target)]
+        landed: RunOutput = {**entry, "written": True, **written}
+        landed.pop("pending", None)
+        self._entries[_key(target)] = (named, landed)
 
     def roll_back(self, target: str) -> None:
         """``target``'s write of this run was undone: it is no longer one of its writes."""
-        self._entries[_key(target)] = {**self._entries[_key(target)], "written": False,
-                                       "pending": False, "rolled_back": True}
+        named, entry = self._entries[_key(target)]
+        self._entries[_key(target)] = (named, {**entry, "written": False, "pending": False,
+                                               "rolled_back": True})
 
-    def entry(self, target: str) -> Mapping[str, Any]:
-        return self._entries[_key(target)]
+    def entry(self, target: str) -> RunOutput:
+        return self._entries[_key(target)][1]
 
-    def recorded(self) -> dict[str, dict[str, Any]]:
+    def recorded(self) -> dict[str, RunOutput]:
         """``Run.outputs``: each target's entry, by the target as the job named it."""
-        return {e["target"]: {k: v for k, v in e.items() if k != "target"}
-                for e in self._entries.values()}
+        return {named: entry.copy() for named, entry in self._entries.values()}
 
 
 def _key(target: str) -> str:
@@ -83,14 +94,14 @@ def _key(target: str) -> str:
 
 def run_record(job: str, run_id: str, run_seq: int, mode: str,
                bookmarks: Sequence[Bookmark], files: Sequence[ProcessedFile],
-               watermarks: Iterable[Watermark]) -> dict[str, Any]:
+               watermarks: Iterable[Watermark]) -> RunRecord:
     """What a target commit of the run carries: its identity and mode, its bookmarks, the
     files each file context tracked in the run (None when there are more than
     ``MAX_RECORDED_FILES``) and its watermarks.
     """
-    contexts: dict[str, Any] = {}
+    contexts: dict[str, ContextRecord] = {}
     for b in bookmarks:
-        entry: dict[str, Any] = {"kind": b.source_kind, "state": dict(b.state)}
+        entry: ContextRecord = {"kind": b.source_kind, "state": dict(b.state)}
         if b.source_kind == file_source.SOURCE_KIND:
             tracked = [[f.path, f.size, f.modified_ms, f.outcome] for f in files
                        if f.context == b.context]

@@ -5,14 +5,73 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
-__all__ = ["Bookmark", "BookmarkEvent", "DqResult", "NodeState", "ProcessedFile", "Run",
-           "RunStatus", "Watermark", "WorkflowNode"]
+__all__ = ["Bookmark", "BookmarkEvent", "ContextRecord", "DqResult", "NodeState",
+           "ProcessedFile", "Run", "RunOutput", "RunRecord", "RunStatus", "Watermark",
+           "WatermarkRecord", "WorkflowNode"]
 
 RunStatus = Literal["running", "succeeded", "failed", "aborted", "skipped"]
 BookmarkEvent = Literal["commit", "rewind", "reset"]
 NodeState = Literal["RUNNING", "SUCCEEDED", "FAILED", "TIMEOUT", "STOPPED", "SKIPPED"]
+
+
+class RunOutput(TypedDict, total=False):
+    """What a run did to one target: its entry in ``Run.outputs`` (JSON in the runs
+    table). A target kind's tags say which kind it is (``framework.sinks.target_of``)."""
+
+    #: the target holds the run's commit; ``pending``: being written (or staged): a crash
+    #: leaves it to recovery, which asks the target
+    written: bool
+    pending: bool
+    #: the commit was an earlier attempt's (a replay found it there)
+    replayed: bool
+    #: undone after a data-quality gate rejected a later write of the run
+    rolled_back: bool
+    #: the kind's tag: ``parquet`` (files) or ``jdbc``; absent for Delta
+    format: str
+    file_format: str  # files other than Parquet: json, csv, ...
+    connection: str  # jdbc: the conf's connection name, the table, another database
+    table: str
+    database: str
+    version: int  # Delta: the table's version after the commit
+    files: int
+    rows: int
+
+
+class WatermarkRecord(TypedDict):
+    """A watermark, as a run's record carries it."""
+
+    column: str
+    aggregate: Literal["max", "min"]
+    value: Any
+    value_type: str
+    rows: int
+
+
+class ContextRecord(TypedDict, total=False):
+    """A context's bookmark, as a run's record carries it: the source kind, the state as
+    the bookmarks table holds it and, for a file context, the files it tracked in the run
+    (``[path, size, modified_ms, outcome]`` lists; None when there were too many)."""
+
+    kind: str
+    state: dict[str, Any]
+    files: list[list[Any]] | None
+    #: an older deltamark's: only the files read after the bookmark's settled time
+    window: list[list[Any]] | None
+
+
+class RunRecord(TypedDict, total=False):
+    """What each target commit of a run carries of it (``framework.target_runs``): a Delta
+    commit's ``userMetadata``, a Parquet manifest, a database target's mark. Empty for a
+    commit made before deltamark wrote one."""
+
+    job: str
+    run_id: str
+    run_seq: int
+    mode: str
+    bookmarks: dict[str, ContextRecord]
+    watermarks: dict[str, WatermarkRecord]
 
 
 @dataclass(frozen=True)
@@ -35,7 +94,7 @@ class Run:
     attempt: int = 1
     arguments: Mapping[str, str] = field(default_factory=dict)
     inputs: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    outputs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    outputs: Mapping[str, RunOutput] = field(default_factory=dict)
     error: str | None = None
     #: how recovery settled an interrupted run: replayed, aborted, ...
     recovery: str | None = None

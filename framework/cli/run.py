@@ -9,7 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,6 +18,7 @@ from framework.config import Settings
 from framework.errors import RunStopped
 from framework.sinks import target_of
 from framework.sources import files
+from state_tables.model import RunOutput
 
 if TYPE_CHECKING:
     from framework.runner import RunReport
@@ -120,7 +121,7 @@ def key_value(text: str, option: str = "--arg") -> tuple[str, str]:
     return key, value
 
 
-def _describe_write(target: str, result: Mapping[str, Any], dry_run: bool) -> str:
+def _describe_write(target: str, result: RunOutput, dry_run: bool) -> str:
     if result.get("rolled_back"):
         return "rolled back"
     if not result.get("written"):

@@ -44,16 +44,15 @@ def status(
     with library_errors(ctx):
         here = find_server(options(ctx).settings())
         servers = running_servers()
-    for server in servers:
-        server["this"] = here is not None and server["socket"] == str(here.address)
+    this = [here is not None and s["socket"] == str(here.address) for s in servers]
     if as_json:
-        render(servers, as_json=True)
+        render([{**s, "this": t} for s, t in zip(servers, this, strict=True)], as_json=True)
         return
-    render([{"this": "*" if s["this"] else "", "pid": s["pid"], "cwd": s["cwd"],
+    render([{"this": "*" if t else "", "pid": s["pid"], "cwd": s["cwd"],
              "conf_dir": s["conf_dir"], "started_at": s["started_at"][:19],
              "jvm": "running" if s["jvm_pid"] else "not started",
              "running": len(s["commands"]), "commands_run": s["commands_run"]}
-            for s in servers], as_json=False)
+            for s, t in zip(servers, this, strict=True)], as_json=False)
 
 
 @app.command("stop")

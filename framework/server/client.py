@@ -13,11 +13,20 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from framework.config import Settings
 from framework.errors import ServerError
-from framework.server.wire import ADDRESS_ENV, Lines, key, runtime_dir, send, socket_path
+from framework.server.wire import (
+    ADDRESS_ENV,
+    Lines,
+    RunningServer,
+    ServerStatus,
+    key,
+    runtime_dir,
+    send,
+    socket_path,
+)
 
 __all__ = ["Server", "ServerProcess", "driver_memory", "find_server", "private_server",
            "running_servers", "spark_gateway", "start_server"]
@@ -72,13 +81,13 @@ class Server:
     def __init__(self, address: Path):
         self.address = address
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ServerStatus:
         """What it runs: its key, pid, working directory, JVM and commands.
 
         Raises:
             ServerError: it does not answer.
         """
-        return self._ask({"op": "status"})
+        return cast(ServerStatus, self._ask({"op": "status"}))  # the server's _status
 
     def run(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | os.PathLike[str],
             stdin: int, stdout: int, stderr: int) -> ServerProcess:
@@ -100,9 +109,9 @@ class Server:
         return ServerProcess(argv, address=self.address, connection=connection, lines=lines,
                              pid=int(answer["pid"]))
 
-    def stop(self, *, now: bool = False) -> dict[str, Any]:
+    def stop(self, *, now: bool = False) -> ServerStatus:
         """Stop it once its commands end (``now``: kill them)."""
-        return self._ask({"op": "stop", "now": now})
+        return cast(ServerStatus, self._ask({"op": "stop", "now": now}))
 
     def _ask(self, message: Mapping[str, Any], *, timeout: float | None = None
              ) -> dict[str, Any]:
@@ -146,9 +155,9 @@ def find_server(settings: Settings) -> Server | None:
     return server
 
 
-def running_servers() -> list[dict[str, Any]]:
+def running_servers() -> list[RunningServer]:
     """The status of every server of this user that answers."""
-    found = []
+    found: list[RunningServer] = []
     for path in sorted(runtime_dir().glob("*.sock")):
         with contextlib.suppress(ServerError):
             found.append({"socket": str(path), **Server(path).status()})

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError, ServerError
-from framework.server.wire import ADDRESS_ENV, Lines, key, send
+from framework.server.wire import ADDRESS_ENV, Lines, ServerStatus, key, send
 
 if TYPE_CHECKING:
     import io
@@ -243,7 +243,7 @@ class Server:
         else:
             self._reply(client, {**self.jvm.gateway, "tag": f"{JOB_TAG}{pid}"})
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> ServerStatus:
         return {"key": self.key, "pid": os.getpid(), "cwd": os.getcwd(),
                 "conf_dir": str(self.settings.conf_dir.resolve()), "private": self.private,
                 "started_at": datetime.fromtimestamp(self.started, UTC).isoformat(),

@@ -22,13 +22,47 @@ import tempfile
 from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from framework.config import Settings
 from framework.errors import ServerError
 from framework.spark import session_conf
 
-__all__ = ["ADDRESS_ENV", "Lines", "key", "runtime_dir", "send", "socket_path"]
+__all__ = ["ADDRESS_ENV", "CommandStatus", "Lines", "RunningServer", "ServerStatus", "key",
+           "runtime_dir", "send", "socket_path"]
+
+
+class CommandStatus(TypedDict):
+    """A command a server runs: the ``deltamark`` arguments of its forked process."""
+
+    pid: int
+    argv: list[str]
+    attached: bool  # its client is still connected
+    seconds: float
+
+
+class ServerStatus(TypedDict):
+    """What a server says of itself (its answer to ``status``; ``stop`` answers it too)."""
+
+    key: str
+    pid: int
+    cwd: str
+    conf_dir: str
+    private: bool
+    started_at: str  # ISO time
+    idle_minutes: float
+    driver_memory: str | None
+    jvm_pid: int | None
+    jvm_starts: int
+    commands_run: int
+    stopping: bool
+    commands: list[CommandStatus]
+
+
+class RunningServer(ServerStatus):
+    """A running server's status, and its socket."""
+
+    socket: str
 
 #: set in the commands a server forks: its socket, where they ask for a session in its JVM
 ADDRESS_ENV = "DELTAMARK_SERVER"

@@ -4,18 +4,16 @@ pick the kind."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from framework.delta import log
 from framework.sinks import jdbc, parquet
 from framework.sinks.delta import DeltaTarget
 from framework.sinks.target import Target
+from state_tables.model import RunOutput
 
 __all__ = ["Target", "target_of"]
 
 
-def target_of(key: str, *, output: Mapping[str, Any] | None = None,
+def target_of(key: str, *, output: RunOutput | None = None,
               databases: jdbc.DatabaseTargets | None = None) -> Target:
     """The target runs name ``key``, of the kind its output entry (``Run.outputs[key]``)
     tags (no tag: Delta); without an entry, of the kind found there: a database table by

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from framework.delta import log
 from framework.sinks.target import RestoredTarget, TargetRun
+from state_tables.model import RunOutput
 
 __all__ = ["DeltaTarget", "app_id"]
 
@@ -35,7 +34,7 @@ class DeltaTarget:
 
     key: str
 
-    def describe(self, output: Mapping[str, Any]) -> str:
+    def describe(self, output: RunOutput) -> str:
         return f"version {output['version']}"
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:

@@ -20,13 +20,14 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from framework.errors import DatabaseError, StateBehindTargetsError
 from framework.jdbc import Connection, Database, Transaction, connect, dialect, java_message
 from framework.sinks.target import TargetRun
+from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,7 +38,7 @@ __all__ = ["MARKS_TABLE", "OUTPUT_TAG", "DatabaseTarget", "DatabaseTargets", "ch
 
 log = logging.getLogger(__name__)
 
-OUTPUT_TAG: Mapping[str, str] = {"format": "jdbc"}
+OUTPUT_TAG: RunOutput = {"format": "jdbc"}
 #: the table, beside each target, whose rows mark the runs that landed there
 MARKS_TABLE = "deltamark_commits"
 
@@ -55,7 +56,7 @@ def is_target(target: str) -> bool:
     return target.startswith("jdbc://")
 
 
-def is_output(output: Mapping[str, Any]) -> bool:
+def is_output(output: RunOutput) -> bool:
     """Whether a run's output entry (``Run.outputs[target]``) is a database target."""
     return output.get("format") == OUTPUT_TAG["format"]
 
@@ -94,7 +95,7 @@ def stage(spark: SparkSession, df: DataFrame, connection: Connection, table: str
 
 
 def land(spark: SparkSession, connection: Connection, table: str, *, job: str, run_id: str,
-         run_seq: int, record: Mapping[str, Any]) -> tuple[int, bool]:
+         run_seq: int, record: RunRecord) -> tuple[int, bool]:
     """Insert run ``run_seq``'s staged rows into ``table`` with the run's mark, in one
     transaction (``table`` is made from the staged rows' columns if it does not exist):
     the rows inserted, and whether the run had landed there already (a replay).
@@ -150,7 +151,7 @@ class DatabaseTargets:
     spark: SparkSession
     connections: Callable[[str], Connection]
 
-    def landed(self, job: str, run_seq: int, output: Mapping[str, Any]) -> bool:
+    def landed(self, job: str, run_seq: int, output: RunOutput) -> bool:
         """Whether run ``run_seq``'s mark is in its target's marks table."""
         connection, table = self._target(output)
         marks = _beside(table, MARKS_TABLE)
@@ -161,13 +162,13 @@ class DatabaseTargets:
                 return bool(tx.query(f"SELECT 1 FROM {marks} WHERE job = ? AND "
                                      "target_table = ? AND run_seq = ?", job, table, run_seq))
 
-    def discard(self, job: str, run_seq: int, output: Mapping[str, Any]) -> None:
+    def discard(self, job: str, run_seq: int, output: RunOutput) -> None:
         """Drop the staging table an unlanded run left."""
         connection, table = self._target(output)
         with connect(self.spark, connection) as db:
             _drop(db, _staging(table, job, run_seq))
 
-    def _target(self, output: Mapping[str, Any]) -> tuple[Connection, str]:
+    def _target(self, output: RunOutput) -> tuple[Connection, str]:
         return output_connection(output, self.connections), output["table"]
 
 
@@ -180,10 +181,10 @@ class DatabaseTarget:
 
     key: str
     #: the run's output entry: its connection, database and table
-    output: Mapping[str, Any] = field(default_factory=dict)
+    output: RunOutput = field(default_factory=RunOutput)
     databases: DatabaseTargets | None = None
 
-    def describe(self, output: Mapping[str, Any]) -> str:
+    def describe(self, output: RunOutput) -> str:
         return f"{output['rows']} rows"
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
@@ -210,7 +211,7 @@ class DatabaseTarget:
         return None
 
 
-def output_connection(output: Mapping[str, Any], connections: Callable[[str], Connection]
+def output_connection(output: RunOutput, connections: Callable[[str], Connection]
                       ) -> Connection:
     """The connection to the database of a run's database target (its output entry)."""
     connection = connections(output["connection"])

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -36,6 +36,7 @@ from framework.faults import crash_point
 from framework.sinks.target import PrunedTarget, TargetRun
 from framework.spark_lines import require
 from framework.storage import filesystem
+from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -45,7 +46,7 @@ __all__ = ["OUTPUT_TAG", "ParquetCommit", "ParquetTarget", "commits", "committed
 
 LOG_DIR = "_deltamark"
 #: what marks a Parquet target among a run's outputs (``Run.outputs``); Delta has no tag
-OUTPUT_TAG: Mapping[str, str] = {"format": "parquet"}
+OUTPUT_TAG: RunOutput = {"format": "parquet"}
 _FORMAT_NAMES = {"parquet": "Parquet", "json": "JSON", "csv": "CSV", "orc": "ORC",
                  "avro": "Avro", "xml": "XML"}
 
@@ -62,11 +63,11 @@ class ParquetCommit:
     committed_at: datetime
     replayed: bool = False
     #: what the run commits to the state (``target_runs.run_record``)
-    record: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    record: RunRecord = dataclasses.field(default_factory=RunRecord)
 
 
 def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, attempt: int,
-          partition_by: Sequence[str] = (), record: Mapping[str, Any] | None = None,
+          partition_by: Sequence[str] = (), record: RunRecord | None = None,
           before_commit: Callable[[], object] = lambda: None, file_format: str = "parquet",
           options: Mapping[str, str] | None = None) -> ParquetCommit:
     """Write ``df`` to ``target`` as run ``run_seq``'s files (``file_format``, with Spark's
@@ -93,7 +94,8 @@ def write(df: DataFrame, target: str, *, job: str, run_id: str, run_seq: int, at
         files = _move(fs, staging, base, tag)
         rows = counted.get["rows"]
         commit = ParquetCommit(job=job, run_id=run_id, run_seq=run_seq, files=files, rows=rows,
-                               record=dict(record or {}), committed_at=datetime.now(UTC))
+                               record=record.copy() if record else RunRecord(),
+                               committed_at=datetime.now(UTC))
         _write_manifest(fs, base, commit)
     except BaseException:
         discard(target, job, run_seq)
@@ -109,7 +111,7 @@ class ParquetTarget:
 
     key: str
 
-    def describe(self, output: Mapping[str, Any]) -> str:
+    def describe(self, output: RunOutput) -> str:
         kind = output.get("file_format", "parquet")
         return f"{output['files']} {_FORMAT_NAMES.get(kind, kind)} files, {output['rows']} rows"
 
@@ -138,7 +140,7 @@ class ParquetTarget:
                             sum(len(c.files) for c in removed)) if removed else None
 
 
-def is_output(output: Mapping[str, Any]) -> bool:
+def is_output(output: RunOutput) -> bool:
     """Whether a run's output entry (``Run.outputs[target]``) is a Parquet target."""
     return output.get("format") == OUTPUT_TAG["format"]
 

@@ -10,12 +10,11 @@ picks the kind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from state_tables.model import Bookmark, ProcessedFile, Watermark
+from state_tables.model import Bookmark, ProcessedFile, RunOutput, RunRecord, Watermark
 from state_tables.store import typed_value
 
 __all__ = ["MAX_RECORDED_FILES", "PrunedTarget", "RestoredTarget", "Target", "TargetRun"]
@@ -35,9 +34,9 @@ class TargetRun:
     #: the Delta version of its commit; None in other kinds of target
     version: int | None
     #: its ``target_runs.run_record`` (empty for commits made before deltamark wrote one)
-    record: Mapping[str, Any]
+    record: RunRecord
     #: the run's entry for this target among its outputs (``Run.outputs``)
-    output: Mapping[str, Any]
+    output: RunOutput
 
     def plan(self) -> tuple[list[Bookmark], list[ProcessedFile], list[Watermark]]:
         """The state rows the run committed, rebuilt from its record.
@@ -101,7 +100,7 @@ class Target(Protocol):
     def key(self) -> str:
         """How runs name it (``Run.outputs``'s key)."""
 
-    def describe(self, output: Mapping[str, Any]) -> str:
+    def describe(self, output: RunOutput) -> str:
         """What a run wrote here, in words, from its output entry (``Run.outputs``)."""
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:

@@ -9,7 +9,7 @@ dataclass (``framework.sources.bookmark_codec``). A new kind is its module, its 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -40,10 +40,11 @@ class SourceKind(Protocol):
 
     SOURCE_KIND: str
 
-    def new_items(self, context: str, description: Mapping[str, Any],
+    def new_items(self, context: str, description: Any,
                   bookmarks: Bookmarks, connections: Callable[[str], Connection]
                   ) -> int | None:
-        """How much the source a run described (``SourceRead.description``) has past
+        """How much the source a run described (``SourceRead.description``: the kind's own
+        ``<Kind>Description``, read back from ``Run.sources``) has past
         ``context``'s bookmark in ``bookmarks``, told without Spark (files, versions,
         rows: 0 is nothing new); None when it cannot be told here."""
 

@@ -9,9 +9,9 @@ version. Rows committed to the source during the run belong to the next run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from framework.delta import log
 from framework.errors import ChangesUnavailableError
@@ -91,7 +91,17 @@ def plan_delta(table: str, *, start: DeltaState | None, end: DeltaState | None =
     return DeltaPlan(table=table, after=after, to=to, advance=advance)
 
 
-def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> dict[str, Any]:
+class DeltaDescription(TypedDict, total=False):
+    """A Delta read as its run records it (``Run.sources``): the table; for a whole-table
+    read, the version asked for (None: the latest) and the version it read."""
+
+    kind: str
+    table: str
+    asked: int | None
+    read: int
+
+
+def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> DeltaDescription:
     """What planning the read again needs, as plain data (``preflight``): a whole-table read
     also records the version it read (``version``: the one it was asked for, if any)."""
     if tracked:
@@ -99,7 +109,7 @@ def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> dict[
     return {"kind": SOURCE_KIND, "table": plan.table, "asked": version, "read": plan.to}
 
 
-def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
+def new_items(context: str, description: DeltaDescription, bookmarks: Bookmarks,
               connections: Callable[[str], Any]) -> int:
     """How many versions a read described by ``description`` would find past
     ``context``'s bookmark (or, for a whole-table read, whether the version to read has

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -240,7 +240,7 @@ class FileSource:
             found.append("no paths given")
         return found
 
-    def description(self) -> dict[str, Any]:
+    def description(self) -> FilesDescription:
         """What planning needs (not the reader's options or schema), as plain data: a run
         records it so the next can be planned before Spark starts (``preflight``)."""
         return {"kind": SOURCE_KIND, "paths": list(self.paths), "format": self.format,
@@ -251,7 +251,7 @@ class FileSource:
                 "queue": self.queue}
 
     @classmethod
-    def from_description(cls, data: Mapping[str, Any]) -> FileSource:
+    def from_description(cls, data: FilesDescription) -> FileSource:
         return cls(paths=tuple(data["paths"]), format=data["format"],
                    recurse=data["recurse"], exclusions=tuple(data["exclusions"]),
                    bounded_files=data["bounded_files"], bounded_size=data["bounded_size"],
@@ -259,6 +259,24 @@ class FileSource:
                    listing=data.get("listing", "full"),
                    reconcile_ms=data.get("reconcile_ms", DEFAULT_RECONCILE_MS),
                    queue=data.get("queue"))
+
+
+class FilesDescription(TypedDict, total=False):
+    """A file read as its run records it (``Run.sources``), to plan it again without
+    Spark: ``FileSource``'s planning fields (runs of older versions lack the newer ones)."""
+
+    kind: str
+    paths: list[str]
+    format: FileFormat
+    recurse: bool
+    exclusions: list[str]
+    bounded_files: int | None
+    bounded_size: int | None
+    rewritten: RewritePolicy
+    max_file_age_ms: int | None
+    listing: ListingMode
+    reconcile_ms: int
+    queue: str | None
 
 
 @dataclass(frozen=True)
@@ -346,7 +364,7 @@ def _listing_bounds(source: FileSource, state: FileState) -> dict[str, str]:
             for root, key in state.listed_up_to.items()}
 
 
-def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
+def new_items(context: str, description: FilesDescription, bookmarks: Bookmarks,
               connections: Callable[[str], Any]) -> int:
     """The files a read described by ``description`` would read or newly set aside
     (named in its run) that ``context``'s bookmark does not track

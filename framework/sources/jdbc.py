@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, cast
 
 from framework.errors import DatabaseError
 from framework.jdbc import dialect
@@ -452,7 +452,22 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
 # --- planning ahead, without Spark ----------------------------------------------------------
 
 
-def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str, Any] | None:
+class JdbcDescription(TypedDict):
+    """A database read as its run records it (``Run.sources``): the connection's name, the
+    relation, the key order and columns, and each column as the database typed it
+    (``[name, jdbc_type, type_name]``)."""
+
+    kind: str
+    connection: str
+    relation: str
+    order: SortOrder
+    keys: list[str]
+    row_id: list[str]
+    columns: list[list[Any]]
+
+
+def description(connection: str, source: JdbcSource, plan: JdbcPlan
+                ) -> JdbcDescription | None:
     """What planning the read again without Spark needs (``framework.preflight``), as plain
     data; None for a read that re-reads rows (lookback) or a URL that may hold credentials.
     ``connection`` is the name (or URL) the job gave."""
@@ -464,7 +479,7 @@ def description(connection: str, source: JdbcSource, plan: JdbcPlan) -> dict[str
             "columns": [[c.name, c.jdbc_type, c.type_name] for c in plan.columns]}
 
 
-def new_items(context: str, description: Mapping[str, Any], bookmarks: Bookmarks,
+def new_items(context: str, description: JdbcDescription, bookmarks: Bookmarks,
               connections: Callable[[str], Connection]) -> int | None:
     """1 if the source a run described has a row past ``context``'s bookmark, else 0;
     None when no Python driver here reaches the database (SQLite always; PostgreSQL with
