@@ -77,6 +77,7 @@ def _masked(text: str) -> list[str]:
 
 
 @pytest.mark.compat
+@pytest.mark.spark  # deltamark run, in processes of its own
 @pytest.mark.parametrize("delta", ["auto", "embedded"])
 def test_the_readme_example_runs_as_shown(tmp_path, delta):
     """The files the README's example names are written as its code blocks show them, its
