@@ -116,9 +116,9 @@ class JobRun:
             pinned=lambda read: FilePlan(files=read.files, listed=len(read.files),
                                          state=cast("files.FileState | None", read.state)))
         self.plan.add(SourceRead(context, files.SOURCE_KIND, plan.counts(), plan.state,
-                                     plan.files, plan.set_aside, nothing=not plan.files,
-                                     description=source.description() if bookmark else None,
-                                     acknowledge=plan.acknowledge))
+                                 plan.files, plan.set_aside, nothing=not plan.files,
+                                 description=source.description() if bookmark else None,
+                                 acknowledge=plan.acknowledge))
         self.log.info("%s: %d of %d files to read (%d bytes), %d left for later runs%s",
                       context, len(plan.files), plan.listed, plan.bytes, plan.backlog,
                       "" if plan.complete else " (listed from the bookmark's last key)")
@@ -257,18 +257,18 @@ class JobRun:
                     ) -> WriteResult:
         """``JobContext.write_delta``."""
         write = functools.partial(
-            self.write, target=target, mode=mode, partition_by=partition_by,
+            self._write, target=target, mode=mode, partition_by=partition_by,
             replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on)
-        return self.checked_write(df, target, mode, checks, write)
+        return self._checked_write(df, target, mode, checks, write)
 
     def write_files(self, df: DataFrame, target: str, *, file_format: str,
                     options: Mapping[str, str] | None, partition_by: Sequence[str],
                     checks: str | None) -> WriteResult:
         """``JobContext.write_files``."""
-        write = functools.partial(self.write, target=target, mode="append",
+        write = functools.partial(self._write, target=target, mode="append",
                                   partition_by=partition_by, file_format=file_format,
                                   file_options=options)
-        return self.checked_write(df, target, "append", checks, write)
+        return self._checked_write(df, target, "append", checks, write)
 
     def write_jdbc(self, df: DataFrame, table: str, *, connection: str,
                    database: str | None, checks: str | None) -> WriteResult:
@@ -281,11 +281,10 @@ class JobRun:
         output: RunOutput = {**jdbc_sink.OUTPUT_TAG, "connection": connection, "table": table}
         if database:
             output["database"] = database
-        write = functools.partial(self.stage, target=target, output=output)
-        return self.checked_write(df, target, "append", checks, write)
+        write = functools.partial(self._stage, target=target, output=output)
+        return self._checked_write(df, target, "append", checks, write)
 
-    def stage(self, df: DataFrame, *, target: str, output: RunOutput
-               ) -> WriteResult:
+    def _stage(self, df: DataFrame, *, target: str, output: RunOutput) -> WriteResult:
         self._outputs.claim(target)
         if self.dry_run or not df.columns or df.isEmpty():
             if not self.dry_run:
@@ -319,7 +318,7 @@ class JobRun:
                 self._hooks.after_target_write(self)
         self._staged.clear()
 
-    def checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
+    def _checked_write(self, df: DataFrame, target: str, mode: WriteMode, checks: str | None,
                        write: Callable[[DataFrame], WriteResult]) -> WriteResult:
         """``write(df)``, after the rule set ``checks`` (if any) let the rows through."""
         if mode == "append" and (rereading := self.plan.rereading()):
@@ -335,7 +334,7 @@ class JobRun:
         return write(self._run_checks.gate(df, self._checks[checks], target=target,
                                            quarantine=self._quarantine))
 
-    def write(self, df: DataFrame, *, target: str, mode: WriteMode,
+    def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
                merge_schema: bool = False, merge_on: Sequence[str] = (),
                file_format: str | None = None,
@@ -411,7 +410,7 @@ class JobRun:
         snapshot in Spark jobs (~1 s a run). They are this run's own rows, appended
         exactly once even when a source of the run reads rows again (a lookback)."""
         embedded = EmbeddedEngine(self.spark)
-        self.write(rows, target=table, mode="append", merge_schema=True,
+        self._write(rows, target=table, mode="append", merge_schema=True,
                     engine=embedded if embedded.can_write(table) else self._engine)
 
     # --- workflows --------------------------------------------------------------------
