@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from framework import jars, local_jvm, storage
 from framework.config import Settings
@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-__all__ = ["inheriting_threads", "named_column", "quoted", "session_conf", "sessions_from",
-           "spark_session", "temporary_conf", "to_arrow", "try_cast"]
+__all__ = ["ThreadWrapper", "inheriting_threads", "named_column", "quoted", "session_conf",
+           "sessions_from", "spark_session", "temporary_conf", "to_arrow", "try_cast"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -232,8 +232,16 @@ def try_cast(column: str, to: DataType | str) -> Column:
     return F.expr(f"try_cast({column} AS {to if isinstance(to, str) else to.simpleString()})")
 
 
-def inheriting_threads(spark: SparkSession) -> Callable[[Callable[[], object]],
-                                                         Callable[[], object]]:
+T = TypeVar("T")
+
+
+class ThreadWrapper(Protocol):
+    """Wraps a function to run on another thread; the wrapper returns what it returns."""
+
+    def __call__(self, function: Callable[[], T], /) -> Callable[[], T]: ...
+
+
+def inheriting_threads(spark: SparkSession) -> ThreadWrapper:
     """A wrapper for functions run on other threads: their Spark jobs take this thread's
     local properties (scheduler pool, job group) and, on Spark 4, the session's tags."""
     from pyspark.util import inheritable_thread_target

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from framework.quality.rules import Rule
 from framework.spark import inheriting_threads, named_column
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, Row
+    from pyspark.sql import Column, DataFrame
 
 __all__ = ["Measured", "measure"]
 
@@ -187,18 +187,15 @@ class _Plan:
                 if distinct else ()))
 
             def keys() -> list[tuple[int, int]]:
-                found = cast("Row", tests.result())[1 + len(self.tests):]
+                found = tests.result()[1 + len(self.tests):]
                 ranges = {c: tuple(found[3 * i:3 * i + 3]) for i, c in enumerate(integers)}
                 return self._key_counts(df, ranges)
 
             keyed = pool.submit(inherit(keys))
-        # casts: inherit (inheriting_threads) returns what the function it wraps returns;
-        # its annotation says object
-        row = cast("Row", tests.result())
+        row = tests.result()
         values = dict(zip(self.tests, row[1:1 + len(self.tests)], strict=True))
-        values |= zip(distinct, cast("Row | tuple[()]", counted.result()), strict=True)
-        values |= zip(map(_key_rows, range(len(self.keys))),
-                      cast("list[tuple[int, int]]", keyed.result()), strict=True)
+        values |= zip(distinct, counted.result(), strict=True)
+        values |= zip(map(_key_rows, range(len(self.keys))), keyed.result(), strict=True)
         return row[0], [values[source] for *_, source in self.metrics]
 
     def _key_counts(self, df: DataFrame, ranges: Mapping[str, tuple[Any, Any, int]]
