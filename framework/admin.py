@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,7 +17,8 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from framework.config import Settings
+from framework import storage
+from framework.config import SETTINGS_FILE, Settings
 from framework.errors import (
     JobNotFoundError,
     RepairError,
@@ -31,12 +33,12 @@ from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
 from framework.sources import files
 from framework.state_io import open_store
 from framework.target_runs import discard_unlanded, landed_targets, runs_in
-from state_tables.model import Bookmark, ProcessedFile, Run, Watermark
+from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, Watermark
 from state_tables.store import StateStore
 
-__all__ = ["Repair", "RepairedRun", "Rewind", "abort_run",
-           "bookmark_history", "describe_bookmarks", "glue_bookmark_entry", "repair", "require_job",
-           "require_workflow", "reset", "rewind"]
+__all__ = ["Repair", "RepairedRun", "Rewind", "abort_run", "bookmark_history",
+           "describe_bookmarks", "describe_write", "glue_bookmark_entry", "no_state", "repair",
+           "require_job", "require_workflow", "reset", "rewind"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,31 @@ class Rewind:
     to_run: Run | None
     bookmarks: tuple[Bookmark, ...]
     restored: tuple[RestoredTarget | PrunedTarget, ...] = ()
+
+
+def no_state(settings: Settings) -> str | None:
+    """The one line to show when ``settings``' state root holds no state table (None when
+    it holds some): the place looked at, and how to name another."""
+    root = settings.state_root
+    if open_store(root).holds_state():
+        return None
+    where = os.path.abspath(root) if storage.is_local(root) else root
+    return (f"no deltamark state at {where}: no job has run with it as its state root. "
+            "Name another with deltamark --state-root PATH, DELTAMARK_STATE_ROOT or "
+            "state_root in "
+            f"{settings.conf_dir / SETTINGS_FILE}")
+
+
+def describe_write(target: str, output: RunOutput, *, dry_run: bool = False) -> str:
+    """What a run did to ``target`` (its entry in ``Run.outputs``), in words."""
+    if output.get("rolled_back"):
+        return "rolled back"
+    if output.get("pending"):
+        return "being written"
+    if not output.get("written"):
+        return "would be written" if dry_run else "nothing written"
+    said = target_of(target, output=output).describe(output)
+    return f"{said} (an earlier attempt's commit)" if output.get("replayed") else said
 
 
 def require_job(settings: Settings, job: str) -> None:
@@ -273,8 +300,9 @@ def _lost_run(job: str, seq: int, held: Sequence[TargetRun], searched: Sequence[
 def bookmark_history(store: StateStore, job: str, *, context: str | None = None
                      ) -> list[dict[str, Any]]:
     """Every state change of ``job``'s contexts, oldest first, with whether it counts."""
-    return [{"context": b.context, "event": b.event, "run_seq": b.run_seq,
-             "run_id": b.run_id, "restored_from_seq": b.restored_from_seq,
+    return [{"context": b.context, "kind": b.source_kind, "event": b.event,
+             "run_seq": b.run_seq, "run_id": b.run_id,
+             "restored_from_seq": b.restored_from_seq,
              "committed_at": b.committed_at, "counts": counts, "state": dict(b.state)}
             for b, counts in store.bookmark_log(job, context=context)]
 

@@ -61,6 +61,9 @@ class DeltaTableIO:
         return log.read_newest(path, column=column, within=within, filters=filters,
                                columns=columns)
 
+    def exists(self, path: str) -> bool:
+        return log.is_table(path)
+
     def tidy(self, path: str) -> None:
         log.tidy(path, self.upkeep)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -70,6 +70,9 @@ class TableIO(Protocol):
                     columns: Sequence[str] | None) -> pa.Table | None:
         """As ``read``, less the rows whose integer ``column`` is more than ``within`` below
         its largest value among them."""
+
+    def exists(self, path: str) -> bool:
+        """Whether a table is there."""
 
     def tidy(self, path: str) -> None:
         """Compact the table and delete what its retention lets go, now."""
@@ -198,6 +201,18 @@ class StateStore:
         return sorted({target for entry in pc.unique(outputs).to_pylist()
                        for target, out in json.loads(entry).items()
                        if out.get("written") or out.get("pending")})
+
+    def holds_state(self) -> bool:
+        """Whether any state table is under the root (no run, workflow or watermark has
+        written to it otherwise)."""
+        return any(self.io.exists(self.path(table)) for table in TABLES.values())
+
+    def skipped_runs(self, run_ids: Collection[str]) -> set[str]:
+        """Which of ``run_ids`` found nothing new and were skipped (status ``skipped``)."""
+        if not run_ids:
+            return set()
+        rows = self._read_where(RUNS, [("status", "=", "skipped")], columns=["run_id"])
+        return set(rows["run_id"].to_pylist()) & set(run_ids)
 
     def find_run(self, run_id: str) -> Run | None:
         """The run with this id, in its current status."""

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.state_io import open_store
-from state_tables.model import Bookmark, Run
+from state_tables.model import Bookmark, Run, WorkflowNode
 
 runner = CliRunner()
 
@@ -44,9 +44,84 @@ def test_runs_list_json_is_only_a_json_array(state):
 def test_runs_list_text_table(state):
     result = invoke("--state-root", state, "runs", "list")
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["job", "run_seq", "status", "mode", "attempt", "started_at",
-                                "seconds", "read", "run_id", "recovery", "error"]
+    zone = dt.datetime.now().astimezone().tzname()
+    assert lines[0].split() == ["job", "run", "status", "mode", "started", f"({zone})", "took",
+                                "read", "wrote", "run_id", "note"]
     assert len(lines) == 3 and lines[2].split()[:4] == ["orders", "2", "succeeded", "enable"]
+    local = dt.datetime(2026, 1, 2, tzinfo=dt.UTC).astimezone()
+    assert f"{local:%Y-%m-%d %H:%M:%S}" in lines[2]
+
+
+@pytest.fixture
+def hourly(tmp_path):
+    """An hourly job: run 1 read a file and wrote a version, runs 2 to 25 found nothing new,
+    run 26 read again and failed; and a workflow run of it after each."""
+    store = open_store(tmp_path / "state")
+    began = dt.datetime(2026, 11, 26, tzinfo=dt.UTC)
+    read = {"src": {"files": 1, "listed": 3, "bytes": 127706, "backlog": 0,
+                    "rewritten_skipped": 0}}
+    for seq in range(1, 27):
+        started = began + dt.timedelta(hours=seq)
+        status = "succeeded" if seq == 1 else "failed" if seq == 26 else "skipped"
+        store.record_run(Run(
+            job="orders_ingest", run_id=f"r{seq}", run_seq=seq, status=status, mode="enable",
+            started_at=started, ended_at=started + dt.timedelta(seconds=8.2),
+            inputs={} if status == "skipped" else read,
+            outputs={"lake/orders": {"written": True, "version": 0}} if seq == 1 else {},
+            error="DataQualityError: job orders_ingest: checks failed" if seq == 26 else None))
+        store.record_workflow_nodes([WorkflowNode(
+            workflow="orders_pipeline", workflow_run_id=f"w{seq}", job="orders_ingest",
+            trigger="start", state="FAILED" if seq == 26 else "SUCCEEDED", run_id=f"r{seq}",
+            started_at=started, ended_at=started + dt.timedelta(seconds=8.2))])
+    return str(tmp_path / "state")
+
+
+def test_runs_list_says_what_each_run_did_in_words_and_folds_the_skipped_ones(hourly):
+    lines = invoke("--state-root", hourly, "runs", "list").stdout.splitlines()
+    assert len(lines) == 4  # the header, run 1, runs 2 to 25 on one line, run 26
+    assert "src: 1 of 3 files (128 KB)" in lines[1] and "lake/orders: version 0" in lines[1]
+    assert " 8.2 s " in lines[1]
+    assert lines[2].split()[:4] == ["orders_ingest", "2-25", "skipped", "x24"]
+    assert "nothing new, until" in lines[2]
+    assert lines[3].split()[:3] == ["orders_ingest", "26", "failed"]
+    assert lines[3].rstrip().endswith("DataQualityError: job orders_ingest: checks failed")
+    shown = invoke("--state-root", hourly, "runs", "list", "--skipped", "show").stdout
+    assert len(shown.splitlines()) == 27 and shown.count("nothing new") == 24
+    hidden = invoke("--state-root", hourly, "runs", "list", "--skipped", "hide")
+    assert [line.split()[1] for line in hidden.stdout.splitlines()[1:]] == ["1", "26"]
+    raw = json.loads(invoke("--state-root", hourly, "runs", "list", "--skipped", "hide",
+                            "--last", "2", "--json").stdout)
+    assert [(r["run_seq"], r["inputs"]) for r in raw] == [(26, {"src": {
+        "files": 1, "listed": 3, "bytes": 127706, "backlog": 0, "rewritten_skipped": 0}})]
+    assert len(json.loads(invoke("--state-root", hourly, "runs", "list", "--json").stdout)) == 26
+
+
+def test_workflow_runs_and_status_say_which_jobs_found_nothing_new(hourly):
+    listed = invoke("--state-root", hourly, "workflow", "runs", "orders_pipeline", "--limit",
+                    "30").stdout.splitlines()
+    assert len(listed) == 4  # the header, w26, w2 to w25 on one line, w1 (newest first)
+    assert listed[1].split()[:2] == ["w26", "FAILED"]
+    assert listed[2].startswith("24 runs") and "skipped: nothing new" in listed[2]
+    assert listed[3].split()[:2] == ["w1", "SUCCEEDED"] and "1 SUCCEEDED" in listed[3]
+    raw = json.loads(invoke("--state-root", hourly, "workflow", "runs", "orders_pipeline",
+                            "--limit", "30", "--json").stdout)
+    assert [(r["jobs"], r["nothing_new"]) for r in raw if r["workflow_run_id"] == "w2"] == [
+        ({"SUCCEEDED": 1}, 1)]
+    shown = invoke("--state-root", hourly, "workflow", "status", "orders_pipeline", "--run",
+                   "w25").stdout
+    assert "skipped: nothing new" in shown and shown.rstrip().endswith(" 8.2 s")
+
+
+def test_a_state_root_without_state_says_so_in_one_line(tmp_path):
+    empty = str(tmp_path / "elsewhere")
+    for args in (["runs", "list"], ["runs", "list", "--json"],
+                 ["workflow", "status", "orders_pipeline"]):
+        result = invoke("--state-root", empty, *args)
+        assert result.exit_code == 0, result.output
+        [said] = result.stderr.splitlines()
+        assert said.startswith(f"no deltamark state at {empty}: ")
+        assert "deltamark --state-root PATH, DELTAMARK_STATE_ROOT or state_root in" in said
+    assert json.loads(invoke("--state-root", empty, "runs", "list", "--json").stdout) == []
 
 
 def test_bookmarks_show(state):
@@ -216,8 +291,8 @@ def test_a_run_report_names_the_files_it_did_not_read():
                                           for i in range(22)]
                                   + [("/in/a.json", "rewritten")]})
     lines = _text(report).splitlines()
-    assert lines[1] == ("  read  src: 1 of 14 files (9 bytes), 0 left for later runs, 1 "
-                        "rewritten files skipped, 22 older than max_file_age")
+    assert lines[1] == ("  read  src: 1 of 14 files (9 bytes), 1 rewritten file skipped, 22 "
+                        "older than max_file_age")
     assert lines[2] == "  not read, older than max_file_age: 22 files"
     assert lines[3] == "        /in/old-00.json" and lines[23] == "        ... and 2 more"
     assert lines[24:] == ["  not read, rewritten since read (rewritten='ignore'): 1 files",

@@ -60,7 +60,8 @@ def test_orders_ingest_loads_only_new_batches(spark, tmp_path):
     assert shown.stdout.count("batch-0000") == 5
 
     listed = deltamark("--state-root", state, "runs", "list", "orders_ingest")
-    assert "orders_src: 3 files" in listed.stdout and "orders_src: 2 files" in listed.stdout
+    assert "orders_src: 3 of 3 files" in listed.stdout
+    assert "orders_src: 2 of 5 files" in listed.stdout
 
 
 def test_silver_and_gold_chain_on_the_version_silver_published(spark, tmp_path):

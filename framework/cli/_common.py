@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
+from framework import humanize
+from framework.admin import no_state
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError
 from framework.state_io import open_store
@@ -19,6 +22,19 @@ from state_tables.store import StateStore
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+
+class Skipped(enum.Enum):
+    """How a list shows runs that found nothing new (skipped before starting Spark)."""
+
+    fold = "fold"
+    show = "show"
+    hide = "hide"
+
+
+SKIPPED_OPTION = Annotated[Skipped, typer.Option(
+    help="Runs that found nothing new: fold each stretch of them into one line, show each, "
+         "or hide them (--json: fold shows each).")]
 
 
 @dataclass(frozen=True)
@@ -34,7 +50,10 @@ class CliOptions:
         return load_settings(conf_dir=self.conf_dir, state_root=self.state_root)
 
     def store(self) -> StateStore:
+        """The state tables, for reading; a root that holds none is said on stderr."""
         settings = self.settings()
+        if note := no_state(settings):
+            typer.echo(note, err=True)
         return open_store(settings.state_root, retention_hours=settings.state_retention_hours)
 
 
@@ -63,22 +82,30 @@ def library_errors(ctx: typer.Context, *, as_json: bool = False) -> Iterator[Non
 
 
 def render(rows: Sequence[Mapping[str, Any] | Any], *, as_json: bool) -> None:
-    """Rows as a JSON array (``--json``: nothing else on stdout) or an aligned text table."""
+    """Rows as a JSON array (``--json``: nothing else on stdout, times in ISO 8601) or an
+    aligned text table (times in this machine's zone, named in their column's header)."""
     # cast: a dataclass row is an instance (never a class)
-    records = [plain(asdict(cast("DataclassInstance", r)) if is_dataclass(r) else dict(r))
+    records = [asdict(cast("DataclassInstance", r)) if is_dataclass(r) else dict(r)
                for r in rows]
     if as_json:
-        typer.echo(json.dumps(records, default=str))
+        typer.echo(json.dumps([plain(r) for r in records], default=str))
         return
     if not records:
         typer.echo("(no rows)")
         return
     columns = list(records[0])
     cells = [[_cell(r.get(c)) for c in columns] for r in records]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    typer.echo("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
+    header = [zoned(c) if any(isinstance(r.get(c), dt.datetime) for r in records) else c
+              for c in columns]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(header)]
+    typer.echo("  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True)).rstrip())
     for row in cells:
         typer.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+
+
+def zoned(column: str) -> str:
+    """A column of local times, named with this machine's time zone: ``started (CET)``."""
+    return f"{column} ({dt.datetime.now().astimezone().tzname()})"
 
 
 def plain(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,6 +116,8 @@ def plain(record: Mapping[str, Any]) -> dict[str, Any]:
 def _cell(value: Any) -> str:
     if value is None:
         return ""
+    if isinstance(value, dt.datetime):
+        return humanize.local_time(value)
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
     return str(value)

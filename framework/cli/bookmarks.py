@@ -5,9 +5,9 @@ from typing import Annotated, Any
 
 import typer
 
-from framework import admin
+from framework import admin, humanize
 from framework.admin import describe_bookmarks
-from framework.cli._common import library_errors, options, plain, render
+from framework.cli._common import library_errors, options, plain, render, zoned
 from framework.sinks.target import PrunedTarget
 from framework.sources.bookmark_codec import describe
 
@@ -90,12 +90,24 @@ def history(
     context: Annotated[str | None, typer.Option("--ctx", help="Only this context.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """Every state change of JOB's contexts, oldest first (counts: whether it applies)."""
+    """Every state change of JOB's contexts, oldest first (counts: whether it applies), in
+    words (--json: every field, the state as stored)."""
     with library_errors(ctx):
         rows = admin.bookmark_history(options(ctx).store(), job, context=context)
         if not rows:
             admin.require_job(options(ctx).settings(), job)
-    render(rows, as_json=as_json)
+    if as_json:
+        render(rows, as_json=True)
+        return
+    render([{"context": r["context"], "run": r["run_seq"],
+             "event": r["event"] + (f" to run {r['restored_from_seq']}"
+                                    if r["restored_from_seq"] else ""),
+             "counts": "yes" if r["counts"] else "no",
+             zoned("committed"): humanize.local_time(r["committed_at"])
+             if r["committed_at"] else "",
+             "state": "nothing (starts over)" if r["event"] == "reset" else "; ".join(
+                 f"{label}: {text}" for label, text in describe(r["kind"], r["state"]))}
+            for r in rows], as_json=False)
 
 
 @app.command("get")

@@ -6,19 +6,18 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from framework import admin, humanize
 from framework.cli._common import library_errors, options
 from framework.config import Settings
 from framework.errors import RunStopped
-from framework.sinks import target_of
 from framework.sources import files
-from state_tables.model import RunOutput
 
 if TYPE_CHECKING:
     from framework.runner import RunReport
@@ -121,27 +120,6 @@ def key_value(text: str, option: str = "--arg") -> tuple[str, str]:
     return key, value
 
 
-def _describe_write(target: str, result: RunOutput, dry_run: bool) -> str:
-    if result.get("rolled_back"):
-        return "rolled back"
-    if not result.get("written"):
-        return "would be written" if dry_run else "nothing written"
-    return target_of(target, output=result).describe(result)
-
-
-def _describe_counts(counts: Mapping[str, int]) -> str:
-    """One source's counts in words (files, table versions or database rows)."""
-    if "to_version" in counts:
-        return f"versions {counts['from_version']}..{counts['to_version']}"
-    if "rows" in counts:
-        return f"{counts['rows']} rows"
-    return (f"{counts['files']} of {counts['listed']} files ({counts['bytes']} bytes), "
-            f"{counts['backlog']} left for later runs, {counts['rewritten_skipped']} "
-            "rewritten files skipped"
-            + (f", {counts['too_old']} older than max_file_age" if counts.get("too_old")
-               else ""))
-
-
 def _listed(paths: Sequence[str]) -> list[str]:
     shown = [f"        {p}" for p in paths[:SHOWN_FILES]]
     if len(paths) > SHOWN_FILES:
@@ -166,7 +144,7 @@ def _text(report: "RunReport") -> str:
         lines.insert(0, f"{report.job}: first recovered the interrupted run {r.run_seq} "
                         f"({r.run_id}): {r.action.replace('_', ' ')}")
     for context, counts in report.inputs.items():
-        lines.append(f"  read  {context}: {_describe_counts(counts)}")
+        lines.append(f"  read  {context}: {humanize.read(counts)}")
         if report.dry_run:
             lines += _listed(report.planned_files.get(context, []))
         for outcome, why in files.NOT_READ.items():
@@ -174,5 +152,6 @@ def _text(report: "RunReport") -> str:
                 lines.append(f"  not read, {why}: {len(paths)} files")
                 lines += _listed(paths)
     for target, result in report.outputs.items():
-        lines.append(f"  wrote {target}: {_describe_write(target, result, report.dry_run)}")
+        written = admin.describe_write(target, result, dry_run=report.dry_run)
+        lines.append(f"  wrote {target}: {written}")
     return "\n".join(lines)

@@ -4,8 +4,15 @@ from typing import Annotated, Any
 
 import typer
 
-from framework import admin
-from framework.cli._common import library_errors, options, render
+from framework import admin, humanize
+from framework.cli._common import (
+    SKIPPED_OPTION,
+    Skipped,
+    library_errors,
+    options,
+    render,
+    zoned,
+)
 from state_tables.model import Run
 
 app = typer.Typer(help="Runs of jobs, from the runs state table.", no_args_is_help=True)
@@ -15,26 +22,58 @@ app = typer.Typer(help="Runs of jobs, from the runs state table.", no_args_is_he
 def list_runs(
     ctx: typer.Context,
     job: Annotated[str | None, typer.Argument(help="Only this job's runs.")] = None,
+    last: Annotated[int | None, typer.Option(
+        help="Only each job's newest N runs.", min=1)] = None,
+    skipped: SKIPPED_OPTION = Skipped.fold,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """List recorded runs, oldest first (--json: every column)."""
+    """List recorded runs, oldest first: what each read and wrote, in words (--json: every
+    column, raw)."""
     with library_errors(ctx):
-        runs = options(ctx).store().runs(job)
+        store = options(ctx).store()
+        runs = store.runs(job) if last is None else store.recent_runs(last, job)
         if job and not runs:
             admin.require_job(options(ctx).settings(), job)
-    render(runs if as_json else [_summary(r) for r in runs], as_json=as_json)
+    if skipped is Skipped.hide:
+        runs = [r for r in runs if r.status != "skipped"]
+    if as_json:
+        render(runs, as_json=True)
+        return
+    if skipped is Skipped.show:
+        render([_summary(r) for r in runs], as_json=False)
+        return
+    render([_stretch(r) if isinstance(r, list) else _summary(r)
+            for r in humanize.fold(runs, skipped=lambda r: r.status == "skipped",
+                                   group=lambda r: r.job)], as_json=False)
 
 
 def _summary(run: Run) -> dict[str, Any]:
-    seconds = (run.ended_at - run.started_at).total_seconds() if run.ended_at else None
-    read = ", ".join(
-        f"{context}: " + (f"v{counts['from_version']}..{counts['to_version']}"
-                          if "to_version" in counts else f"{counts.get('files', 0)} files")
-        for context, counts in run.inputs.items())
-    return {"job": run.job, "run_seq": run.run_seq, "status": run.status, "mode": run.mode,
-            "attempt": run.attempt, "started_at": f"{run.started_at:%Y-%m-%d %H:%M:%S}",
-            "seconds": f"{seconds:.1f}" if seconds is not None else "", "read": read,
-            "run_id": run.run_id, "recovery": run.recovery, "error": run.error}
+    status = run.status + (f" (attempt {run.attempt})" if run.attempt > 1 else "")
+    note = run.error.splitlines()[0] if run.error else (
+        f"recovery: {run.recovery}" if run.recovery else "")
+    return {"job": run.job, "run": run.run_seq, "status": status, "mode": run.mode,
+            zoned("started"): humanize.local_time(run.started_at),
+            "took": humanize.duration((run.ended_at - run.started_at).total_seconds())
+            if run.ended_at and run.status != "skipped" else "",
+            "read": "nothing new" if run.status == "skipped" else "; ".join(
+                f"{context}: {humanize.read(counts)}" for context, counts in run.inputs.items()),
+            "wrote": "; ".join(f"{target}: {admin.describe_write(target, output)}"
+                               for target, output in run.outputs.items()),
+            "run_id": run.run_id, "note": _shortened(note)}
+
+
+def _stretch(runs: list[Run]) -> dict[str, Any]:
+    """A stretch of skipped runs, on one line."""
+    first, final = runs[0], runs[-1]
+    return {"job": first.job, "run": f"{first.run_seq}-{final.run_seq}",
+            "status": f"skipped x{len(runs)}", "mode": first.mode,
+            zoned("started"): humanize.local_time(first.started_at), "took": "",
+            "read": f"nothing new, until {humanize.local_time(final.started_at)}",
+            "wrote": "", "run_id": "", "note": "--skipped show lists each"}
+
+
+def _shortened(text: str, width: int = 100) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
 
 
 @app.command("abort")

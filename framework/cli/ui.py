@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from framework import admin
 from framework.cli._common import library_errors, options
 
 
@@ -24,6 +25,8 @@ def ui(
 
     with library_errors(ctx):
         settings = options(ctx).settings()
+        if note := admin.no_state(settings):
+            typer.echo(note)
     token = secrets.token_urlsafe(24) if allow_actions else None
     address = f"http://{host}:{port}/"
     typer.echo(f"deltamark ui for {settings.state_root}: {address}"

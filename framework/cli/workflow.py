@@ -3,19 +3,29 @@
 import json
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Set
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from framework import admin
-from framework.cli._common import library_errors, options, plain, render
+from framework import admin, humanize
+from framework.cli._common import (
+    SKIPPED_OPTION,
+    Skipped,
+    library_errors,
+    options,
+    plain,
+    render,
+    zoned,
+)
 from framework.cli.run import key_value
+from state_tables.model import WorkflowNode
 
 if TYPE_CHECKING:
-    from framework.workflows import WorkflowReport
+    from framework.workflows import WorkflowReport, WorkflowRunSummary
 
 app = typer.Typer(help="Workflows: jobs started by triggers on other jobs' outcomes.",
                   no_args_is_help=True)
@@ -35,7 +45,7 @@ def run(
     with library_errors(ctx):
         report = run_workflow(options(ctx).settings(), name,
                               args=dict(key_value(a) for a in arg or []))
-    _show(report, as_json=as_json)
+        _show(ctx, report, as_json=as_json)
 
 
 @app.command("resume")
@@ -53,7 +63,7 @@ def resume(
     with library_errors(ctx):
         report = resume_workflow(options(ctx).settings(), workflow_run_id,
                                  from_jobs=from_ or [])
-    _show(report, as_json=as_json)
+        _show(ctx, report, as_json=as_json)
 
 
 @app.command("stop")
@@ -72,7 +82,7 @@ def stop(
         render([summary], as_json=True)
     else:
         typer.echo(f"workflow {summary.workflow}: run {summary.workflow_run_id} "
-                   f"{summary.state} ({_counts(summary.jobs)})")
+                   f"{summary.state} ({_jobs(summary)})")
 
 
 @app.command("runs")
@@ -80,19 +90,24 @@ def runs(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="The workflow.")],
     limit: Annotated[int, typer.Option(help="Show the newest N runs.")] = 20,
+    skipped: SKIPPED_OPTION = Skipped.fold,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
-    """NAME's runs, newest first: state, start and end, jobs per state, what it resumes."""
+    """NAME's runs, newest first: state, start and end, jobs per state, what it resumes. A
+    run whose every job found nothing new is skipped (--skipped)."""
     from framework.workflows import workflow_runs
 
     with library_errors(ctx):
-        found = workflow_runs(options(ctx).settings(), name)[:limit]
+        found = workflow_runs(options(ctx).settings(), name, limit=limit)
+    if skipped is Skipped.hide:
+        found = [r for r in found if not r.found_nothing_new]
     if as_json:
         render(found, as_json=True)
         return
-    render([{"workflow_run_id": r.workflow_run_id, "state": r.state,
-             "started_at": r.started_at, "ended_at": r.ended_at, "jobs": _counts(r.jobs),
-             "resumed_from": r.resumed_from} for r in found], as_json=False)
+    rows = found if skipped is Skipped.show else humanize.fold(
+        found, skipped=lambda r: r.found_nothing_new)
+    render([_stretch(r) if isinstance(r, list) else _run_line(r) for r in rows],
+           as_json=False)
 
 
 @app.command("status")
@@ -105,7 +120,8 @@ def status(
 ) -> None:
     """Each job of NAME's latest workflow run (or --run): trigger, state, timings, run id."""
     with library_errors(ctx):
-        nodes = options(ctx).store().workflow_run(name, workflow_run_id=run_id)
+        store = options(ctx).store()
+        nodes = store.workflow_run(name, workflow_run_id=run_id)
         if not nodes:
             admin.require_workflow(options(ctx).settings(), name)
     if as_json:
@@ -115,9 +131,12 @@ def status(
         first = nodes[0]
         resumed = f" (resumes {first.resumed_from})" if first.resumed_from else ""
         typer.echo(f"workflow {name}: run {first.workflow_run_id}{resumed}")
-    render([{"job": n.job, "trigger": n.trigger, "state": n.state, "run_id": n.run_id,
-             "started_at": n.started_at, "ended_at": n.ended_at,
-             "published": n.properties or None, "error": n.error} for n in nodes],
+    skipped_runs = store.skipped_runs({n.run_id for n in nodes if n.run_id})
+    render([{"job": n.job, "trigger": n.trigger, "state": _state(n, skipped_runs),
+             "run_id": n.run_id, zoned("started"): _time(n.started_at),
+             "took": _took(n.started_at, n.ended_at),
+             "published": ", ".join(f"{k}={v}" for k, v in n.properties.items()),
+             "error": n.error} for n in nodes],
            as_json=False)
 
 
@@ -156,22 +175,50 @@ def export(
         typer.echo(f"wrote {output}")
 
 
-def _counts(jobs: Mapping[str, int]) -> str:
-    return ", ".join(f"{count} {state}" for state, count in sorted(jobs.items()))
+def _jobs(summary: "WorkflowRunSummary") -> str:
+    return humanize.job_states(summary.jobs, summary.nothing_new)
 
 
-def _show(report: "WorkflowReport", *, as_json: bool) -> None:
+def _state(node: WorkflowNode, skipped_runs: Set[str]) -> str:
+    return "skipped: nothing new" if node.run_id in skipped_runs else node.state
+
+
+def _time(when: datetime | None) -> str:
+    return humanize.local_time(when) if when else ""
+
+
+def _took(started: datetime | None, ended: datetime | None) -> str:
+    return humanize.duration((ended - started).total_seconds()) if started and ended else ""
+
+
+def _run_line(run: "WorkflowRunSummary") -> dict[str, object]:
+    return {"workflow_run_id": run.workflow_run_id,
+            "state": "skipped: nothing new" if run.found_nothing_new else run.state,
+            zoned("started"): _time(run.started_at), "took": _took(run.started_at, run.ended_at),
+            "jobs": _jobs(run), "resumed_from": run.resumed_from}
+
+
+def _stretch(runs: "list[WorkflowRunSummary]") -> dict[str, object]:
+    """A stretch of runs that found nothing new (newest first), on one line."""
+    return {"workflow_run_id": f"{len(runs)} runs", "state": "skipped: nothing new",
+            zoned("started"): f"{_time(runs[-1].started_at)} to {_time(runs[0].started_at)}",
+            "took": "", "jobs": "--skipped show lists each", "resumed_from": None}
+
+
+def _show(ctx: typer.Context, report: "WorkflowReport", *, as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({**asdict(report), "nodes": [plain(asdict(n))
                                                            for n in report.nodes]},
                               default=str))
     else:
+        skipped_runs = options(ctx).store().skipped_runs(
+            {n.run_id for n in report.nodes if n.run_id})
         typer.echo(f"workflow {report.workflow}: run {report.workflow_run_id} "
                    f"{'succeeded' if report.succeeded else 'failed'}")
         for node in report.nodes:
-            seconds = (f" in {(node.ended_at - node.started_at).total_seconds():.1f} s"
-                       if node.started_at and node.ended_at else "")
+            took = _took(node.started_at, node.ended_at)
             detail = f": {node.error}" if node.error else ""
-            typer.echo(f"  {node.job:<24} {node.state}{seconds}{detail}")
+            typer.echo(f"  {node.job:<24} {_state(node, skipped_runs)}"
+                       f"{f' in {took}' if took else ''}{detail}")
     if not report.succeeded:
         raise typer.Exit(1)

@@ -43,6 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
+from framework import humanize
 from framework.sources import file_events, malformed
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
@@ -124,21 +125,22 @@ class FileState:
     settled_ms: int | None = None
 
     def describe(self) -> list[tuple[str, str]]:
-        lines = [("totals", f"{self.files_total} files, {self.bytes_total} bytes read by all "
-                  "runs" + (f"; {self.too_old_total} older than max_file_age, not read"
-                            if self.too_old_total else ""))]
+        lines = [("totals", f"{humanize.plural(self.files_total, 'file')} "
+                  f"({humanize.size(self.bytes_total)}) read by all runs"
+                  + (f"; {self.too_old_total} older than max_file_age, not read"
+                     if self.too_old_total else ""))]
         for root, key in sorted(self.listed_up_to.items()):
             lines.append(("listed up to", f"{root}: {key}"))
         if self.full_listing_ms is not None:
-            lines.append(("listed in full", _iso(self.full_listing_ms)))
+            lines.append(("listed in full", _utc(self.full_listing_ms)))
         if self.settled_ms is not None:
-            lines.append(("high-water mark", f"{_iso(self.settled_ms)} (files modified at "
+            lines.append(("high-water mark", f"{_utc(self.settled_ms)} (files modified at "
                           "or before it count as processed until the next run names them)"))
         return lines
 
 
-def _iso(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="milliseconds")
+def _utc(epoch_ms: int) -> str:
+    return f"{datetime.fromtimestamp(epoch_ms / 1000, UTC):%Y-%m-%d %H:%M:%S} UTC"
 
 
 @dataclass(frozen=True)
