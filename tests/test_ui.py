@@ -9,12 +9,13 @@ import shutil
 import threading
 from pathlib import Path
 from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
 
 import pytest
 from databases import unavailable
 from werkzeug.serving import make_server
 
-from framework import admin, load_settings
+from framework import admin, humanize, load_settings
 from framework.state_io import open_store
 from framework.ui.app import create_app
 from framework.workflows import resume_workflow, run_workflow
@@ -32,8 +33,8 @@ TOKEN = "test-token"
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     """The demo's pipeline state: a first workflow run, then one whose ingest rejects a
-    broken batch, resumed once the batch is resent; and a job whose error and
-    data-quality sample hold HTML."""
+    broken batch, resumed once the batch is resent, then two that find nothing new (each
+    job's run skipped); and a job whose error and data-quality sample hold HTML."""
     work = tmp_path_factory.mktemp("demo")
     settings = load_settings(conf_dir=ROOT / "conf", state_root=work / "state")
     landing = work / "data" / "landing" / "orders"
@@ -46,6 +47,8 @@ def demo(tmp_path_factory):
         assert not rejected.succeeded
         orders_landing.resend(landing, orders=40)
         assert resume_workflow(settings, rejected.workflow_run_id).succeeded
+        for _ in range(2):
+            assert run_workflow(settings, "orders_pipeline").succeeded
     store = open_store(settings.state_root)
     now = dt.datetime.now(dt.UTC)
     store.record_run(Run(job="hostile", run_id="h1", run_seq=1, status="failed",
@@ -140,7 +143,8 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
     monkeypatch.chdir(Path(demo.state_root).parent)  # the conf's relative paths, as served
     page.goto(served + "/")
     row = page.locator("tr", has=page.get_by_role("link", name="orders_ingest", exact=True))
-    assert row.locator(".status").inner_text() == "succeeded"
+    assert row.locator(".status").inner_text() == "skipped"  # the last run found nothing new
+    assert "nothing new" in row.locator("td").nth(1).inner_text()
     assert row.locator("td").nth(4).inner_text() == "0"  # no failure since
     waiting = row.locator("td.waiting[data-filled=yes]")  # the cells fill in any order
     assert waiting.inner_text() == "nothing new"
@@ -149,9 +153,14 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
     page.reload()
     assert waiting.inner_text() == "orders_src: 1 new"
     page.goto(served + "/workflows/orders_pipeline")
-    assert page.locator("svg.graph g.node.SUCCEEDED").count() == 3  # the resumed run
-    runs = page.locator("table", has_text="resumes").locator("tbody tr")
-    assert runs.count() == 3 and "1 FAILED 2 SKIPPED" in runs.nth(1).inner_text()
+    # the latest run: each job found nothing new
+    assert page.locator("svg.graph g.node.nothing_new").count() == 3
+    assert page.locator("table.latest").get_by_text("skipped: nothing new").count() == 3
+    runs = page.locator("table.runs tbody tr:visible")
+    assert [r.inner_text().split("\t")[1] for r in runs.all()] == [
+        "skipped: nothing new", "SUCCEEDED", "FAILED", "SUCCEEDED"]
+    assert "2 runs" in runs.nth(0).inner_text()  # folded
+    assert "1 FAILED, 2 SKIPPED" in runs.nth(2).inner_text()
     rejected = next(r for r in open_store(demo.state_root).runs("orders_ingest")
                     if r.status == "failed")
     page.goto(served + f"/jobs/orders_ingest?dq_run={rejected.run_id}")
@@ -214,3 +223,66 @@ def test_a_post_without_the_token_or_its_csrf_value_is_refused(page, served, dem
     assert page.request.post(served + "/jobs/orders_ingest/reset",
                              form={"csrf": "forged"}).status == 403
     assert open_store(demo.state_root).bookmarks("orders_ingest") == before
+
+
+def test_runs_bookmarks_and_times_read_as_words_in_the_readers_time_zone(browser, served,
+                                                                          demo):
+    context = browser.new_context(viewport={"width": 1400, "height": 900},
+                                  timezone_id="America/New_York")
+    page = context.new_page()
+    page.goto(served + "/jobs/orders_ingest")
+    runs = page.locator("table.runs")
+    assert "{" not in runs.inner_text()  # counts and writes in words, not JSON
+    first = next(r for r in open_store(demo.state_root).runs("orders_ingest") if r.run_seq == 1)
+    row = runs.locator("tr", has=page.get_by_role("link", name="1", exact=True))
+    cells = row.locator("td").all_inner_texts()
+    counts = first.inputs["orders_src"]
+    assert cells[5] == (f"orders_src: 2 of 2 files ({humanize.size(counts['bytes'])})")
+    assert cells[6] == "data/lake/bronze/orders: version 0"
+    assert cells[4] == humanize.duration((first.ended_at - first.started_at).total_seconds())
+    # times: in the reader's zone, with how long ago, the exact value on hover
+    local = first.started_at.astimezone(ZoneInfo("America/New_York"))
+    started = row.locator("time")
+    assert started.inner_text().startswith(
+        local.strftime("%H:%M") if local.date() == dt.datetime.now(
+            ZoneInfo("America/New_York")).date() else local.strftime("%Y-%m-%d %H:%M"))
+    assert started.inner_text().endswith(" ago")
+    assert "America/New_York" in started.get_attribute("title")
+    assert first.started_at.isoformat() in started.get_attribute("title")
+    assert page.locator("time").count() == page.locator("time[data-local=yes]").count()
+    # the two runs that found nothing new: one folded line, unfolded on request
+    skipped = runs.locator("tr.skipped-run")
+    assert skipped.count() == 2 and not skipped.first.is_visible()
+    assert runs.locator("tr.fold").inner_text().startswith("4-5\tskipped")
+    assert "2 runs found nothing new" in runs.locator("tr.fold").inner_text()
+    page.locator("label[for=show-skipped]").click()
+    assert skipped.first.is_visible() and not runs.locator("tr.fold").is_visible()
+    assert "nothing new" in skipped.first.inner_text()
+    # the bookmark, described; its raw state a click away
+    [bookmark] = open_store(demo.state_root).bookmarks("orders_ingest")
+    facts = page.locator("table.facts").first.inner_text()
+    assert f"{humanize.plural(bookmark.state['files_total'], 'file')} (" in facts
+    assert "read by all runs" in facts and "{" not in facts
+    assert not page.locator("pre.state").first.is_visible()
+    shot(page, "jobs_orders_ingest_new_york")
+    # the raw values stay in the API
+    api = page.request.get(served + "/api/jobs/orders_ingest").json()
+    assert api["runs"][-1]["inputs"]["orders_src"]["bytes"] == counts["bytes"]
+    assert api["runs"][-1]["started_at"] == first.started_at.isoformat()
+    assert [r["status"] for r in api["runs"][:2]] == ["skipped", "skipped"]
+    context.close()
+
+
+def test_a_state_root_without_state_says_so_on_the_page(page, tmp_path):
+    settings = load_settings(conf_dir=ROOT / "conf", state_root=tmp_path / "nothing")
+    server = make_server("127.0.0.1", 0, create_app(settings), threaded=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_port}/")
+        [said] = page.locator("p.empty").all_inner_texts()
+        assert said.startswith(f"no deltamark state at {tmp_path / 'nothing'}: ")
+        assert "--state-root PATH" in said and "DELTAMARK_STATE_ROOT" in said
+        assert page.problems == []
+        shot(page, "no_state")
+    finally:
+        server.shutdown()

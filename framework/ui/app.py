@@ -18,14 +18,16 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
 
-from framework import admin
+from framework import admin, humanize
 from framework.config import Settings
 from framework.errors import DeltamarkError
+from framework.sources import bookmark_codec
 from framework.ui import pages
 
 if TYPE_CHECKING:
@@ -45,6 +47,13 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
     # JSON shown as text (or in an attribute): autoescaping then escapes it as HTML
     app.jinja_env.filters["json"] = lambda value, indent=None: json.dumps(
         value, indent=indent, default=str)
+    # the raw values the pages hold, in words (the /api/ routes keep them raw)
+    app.jinja_env.filters.update(
+        size=humanize.size, duration=humanize.duration, read=humanize.read,
+        job_states=humanize.job_states,
+        wrote=lambda output, target: admin.describe_write(target, output),
+        bookmark=lambda state, kind: bookmark_codec.describe(kind, state),
+        utc=lambda iso: f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M:%S} UTC")
 
     def authorised() -> bool:
         return token is not None and _same(request.cookies.get(TOKEN_COOKIE, ""), token)
@@ -99,9 +108,9 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
     @app.get("/jobs/<job>")
     def job(job: str) -> str:
         admin.require_job(settings, job)
-        return render_template("job.html", page=pages.job_page(settings, job,
-                                                              dq_run=request.args.get("dq_run")),
-                               done=request.args.get("done"))
+        page = pages.job_page(settings, job, dq_run=request.args.get("dq_run"))
+        return render_template("job.html", page=page, done=request.args.get("done"),
+                               runs=humanize.fold(page["runs"], skipped=_skipped_run))
 
     @app.get("/api/jobs/<job>")
     def job_json(job: str) -> Response:
@@ -115,8 +124,9 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
 
     @app.get("/workflows/<name>")
     def workflow(name: str) -> str:
-        return render_template("workflow.html", page=pages.workflow_page(settings, name),
-                               done=request.args.get("done"))
+        page = pages.workflow_page(settings, name)
+        return render_template("workflow.html", page=page, done=request.args.get("done"),
+                               runs=humanize.fold(page["runs"], skipped=_nothing_new))
 
     @app.get("/api/workflows/<name>")
     def workflow_json(name: str) -> Response:
@@ -159,6 +169,14 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
         return redirect(url_for("workflow", name=name, done=f"resuming {run_id}"))
 
     return app
+
+
+def _skipped_run(run: dict[str, Any]) -> bool:
+    return bool(run["status"] == "skipped")
+
+
+def _nothing_new(workflow_run: dict[str, Any]) -> bool:
+    return bool(workflow_run["found_nothing_new"])
 
 
 def _same(given: str, secret: str) -> bool:

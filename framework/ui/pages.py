@@ -9,7 +9,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from framework import preflight
+from framework import admin, humanize, preflight
 from framework.admin import bookmark_history
 from framework.config import Settings
 from framework.errors import DeltamarkError
@@ -17,7 +17,7 @@ from framework.jdbc import settings_connections
 from framework.job_config import job_names
 from framework.state_io import open_store
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
-from framework.workflows.history import workflow_runs
+from framework.workflows.history import WorkflowRunSummary, workflow_runs
 from state_tables.model import Run
 
 __all__ = ["RUNS_SHOWN", "job_page", "overview", "rewind_preview", "waiting", "workflow_page"]
@@ -32,9 +32,10 @@ HISTORY_SHOWN = 50
 
 def overview(settings: Settings) -> dict[str, Any]:
     """Every job (declared or with runs): its last run, its last success and failures in
-    a row among its newest ``SPARK_RUNS`` runs, and rows or files per run for a sparkline;
-    and every workflow's latest run. (The input waiting is ``waiting``, one job at a time:
-    it lists sources.)"""
+    a row among its newest ``SPARK_RUNS`` runs, and rows or files per run that started
+    Spark for a sparkline; every workflow's latest run; and ``no_state``, the line saying
+    the state root holds no state (None when it does). (The input waiting is ``waiting``,
+    one job at a time: it lists sources.)"""
     store = open_store(settings.state_root)
     by_job: dict[str, list[Run]] = defaultdict(list)
     for run in store.recent_runs(SPARK_RUNS):
@@ -58,7 +59,7 @@ def overview(settings: Settings) -> dict[str, Any]:
             "last_success_at": _when(succeeded[-1]) if succeeded else None,
             "failures_in_a_row": f"{failures}+" if failures == SPARK_RUNS else failures,
             "last_error": last.error if last and last.status == "failed" else None,
-            "volume": [_volume(r) for r in runs[-SPARK_RUNS:]],
+            "volume": [_volume(r) for r in runs[-SPARK_RUNS:] if r.status != "skipped"],
         })
     workflows: list[dict[str, Any]] = []
     for name in workflow_names(settings):
@@ -68,19 +69,21 @@ def overview(settings: Settings) -> dict[str, Any]:
             workflows.append({"workflow": name, "error": str(exc)})
             continue
         workflows.append({"workflow": name, "error": None,
-                          "latest": _plain(asdict(latest[0])) if latest else None})
+                          "latest": _summary(latest[0]) if latest else None})
     return {"generated_at": now.isoformat(), "state_root": str(settings.state_root),
-            "jobs": jobs, "workflows": workflows}
+            "no_state": admin.no_state(settings), "jobs": jobs, "workflows": workflows}
 
 
 def job_page(settings: Settings, job: str, *, dq_run: str | None = None) -> dict[str, Any]:
     """One job: its newest runs (what each read and wrote, its error and recovery), the
-    series for the charts, each context's bookmark and history, its watermarks, and the
-    data-quality results of one run (default: the newest that has some)."""
+    series for the charts (the runs that started Spark), each context's bookmark and
+    history, its watermarks, and the data-quality results of one run (default: the newest
+    that has some)."""
     store = open_store(settings.state_root)
     runs = store.recent_runs(RUNS_SHOWN, job)
     rows = [{**_plain(asdict(r)), "seconds": _seconds(r), "volume": _volume(r)}
             for r in reversed(runs)]
+    ran = [r for r in runs if r.status != "skipped"]
     history: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for change in reversed(bookmark_history(store, job)):
         if len(history[change["context"]]) < HISTORY_SHOWN:
@@ -92,9 +95,9 @@ def job_page(settings: Settings, job: str, *, dq_run: str | None = None) -> dict
     return {
         "job": job,
         "runs": rows,
-        "series": {"run_seq": [r.run_seq for r in runs],
-                   "seconds": [_seconds(r) for r in runs],
-                   "volume": [_volume(r) for r in runs]},
+        "series": {"run_seq": [r.run_seq for r in ran],
+                   "seconds": [_seconds(r) for r in ran],
+                   "volume": [_volume(r) for r in ran]},
         "contexts": contexts,
         "watermarks": [_plain(asdict(w)) for w in store.watermarks(job)],
         "dq": [_plain(asdict(r)) for r in dq],
@@ -132,18 +135,26 @@ def rewind_preview(settings: Settings, job: str, to_run: str) -> list[dict[str, 
 
 def workflow_page(settings: Settings, name: str) -> dict[str, Any]:
     """One workflow: its graph laid out in columns (a job's column: the longest chain of
-    triggers before it), coloured by its latest run's states, and its runs."""
+    triggers before it), coloured by its latest run's states, and its runs. A job whose
+    run found nothing new (skipped before starting Spark) is marked ``nothing_new``."""
     workflow = load_workflow(settings, name)
     runs = workflow_runs(settings, name, limit=RUNS_SHOWN)
-    latest = open_store(settings.state_root).workflow_run(name) if runs else []
-    states = {n.job: n.state for n in latest}
+    store = open_store(settings.state_root)
+    latest = store.workflow_run(name) if runs else []
+    skipped = store.skipped_runs({n.run_id for n in latest if n.run_id})
+    nodes = [{**_plain(asdict(n)), "took": _took(n.started_at, n.ended_at),
+              "nothing_new": n.run_id in skipped} for n in latest]
     return {"workflow": name, "description": workflow.description,
-            "graph": _graph(workflow, states),
-            "latest": [_plain(asdict(n)) for n in latest],
-            "runs": [_plain(asdict(r)) for r in runs]}
+            "graph": _graph(workflow, {n["job"]: n for n in nodes}),
+            "latest": nodes, "runs": [_summary(r) for r in runs]}
 
 
-def _graph(workflow: Workflow, states: Mapping[str, str]) -> dict[str, Any]:
+def _summary(run: WorkflowRunSummary) -> dict[str, Any]:
+    return {**_plain(asdict(run)), "took": _took(run.started_at, run.ended_at),
+            "found_nothing_new": run.found_nothing_new}
+
+
+def _graph(workflow: Workflow, latest: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     column: dict[str, int] = {}
 
     def depth(job: str) -> int:
@@ -157,8 +168,10 @@ def _graph(workflow: Workflow, states: Mapping[str, str]) -> dict[str, Any]:
     rows: dict[int, int] = defaultdict(int)
     nodes: dict[str, dict[str, Any]] = {}
     for job in workflow.jobs:
+        node = latest.get(job, {})
         nodes[job] = {"job": job, "x": 40 + column[job] * 300, "y": 40 + rows[column[job]] * 90,
-                      "state": states.get(job, "NOT RUN")}
+                      "state": node.get("state", "NOT RUN"),
+                      "nothing_new": node.get("nothing_new", False)}
         rows[column[job]] += 1
     edges = [{"from": c.job, "to": job, "label": f"{t.name}: {c.state}",
               "x1": nodes[c.job]["x"] + 160, "y1": nodes[c.job]["y"] + 22,
@@ -175,9 +188,14 @@ def _volume(run: Run) -> int:
 
 
 def _seconds(run: Run) -> float | None:
-    if run.ended_at is None:
+    return _took(run.started_at, run.ended_at)
+
+
+def _took(started: datetime | None, ended: datetime | None) -> float | None:
+    """Seconds from ``started`` to ``ended`` (None until both are known)."""
+    if started is None or ended is None:
         return None
-    return round((run.ended_at - run.started_at).total_seconds(), 3)
+    return round((ended - started).total_seconds(), 3)
 
 
 def _when(run: Run | None) -> str | None:
@@ -185,13 +203,7 @@ def _when(run: Run | None) -> str | None:
 
 
 def _age(now: datetime, when: str | None) -> str | None:
-    if when is None:
-        return None
-    seconds = int((now - datetime.fromisoformat(when)).total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if seconds >= size:
-            return f"{seconds // size} {unit} ago"
-    return f"{seconds} s ago"
+    return None if when is None else humanize.ago(datetime.fromisoformat(when), now)
 
 
 def _iso(when: datetime | None) -> str | None:
