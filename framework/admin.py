@@ -72,7 +72,11 @@ def describe_write(target: str, output: RunOutput, *, dry_run: bool = False) -> 
         return "being written"
     if not output.get("written"):
         return "would be written" if dry_run else "nothing written"
-    said = target_of(target, output=output).describe(output)
+    try:
+        said = target_of(target, output=output).describe(output)
+    except KeyError:  # an entry of another shape (an older deltamark's): as it is
+        said = ", ".join(f"{key} {value}" for key, value in output.items()
+                         if key not in ("written", "replayed")) or "written"
     return f"{said} (an earlier attempt's commit)" if output.get("replayed") else said
 
 

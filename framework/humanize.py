@@ -63,23 +63,28 @@ def local_time(when: datetime) -> str:
 
 def read(counts: Mapping[str, int]) -> str:
     """What one source of a run read, from its counts in the runs table: files
-    (``1 of 3 files (5.11 KB)``, and what it left), Delta versions or database rows."""
+    (``1 of 3 files (5.11 KB)``, and what it left), Delta versions or database rows; counts
+    of another shape (an older deltamark's) as they are."""
     if "to_version" in counts:
-        if counts.get("versions", 1) == 0:
-            return f"no new version (at version {counts['to_version']})"
-        first, last = counts["from_version"], counts["to_version"]
+        last = counts["to_version"]
+        first = counts.get("from_version", last)
+        if counts.get("versions", last - first + 1) <= 0:
+            return f"no new version (at version {last})"
         return f"version {last}" if first == last else f"versions {first} to {last}"
-    if "files" not in counts:
-        return plural(counts.get("rows", 0), "row")
-    said = [f"{counts['files']} of {plural(counts['listed'], 'file')} "
-            f"({size(counts['bytes'])})"]
-    if counts.get("backlog"):
-        said.append(f"{counts['backlog']} left for later runs")
-    if counts.get("rewritten_skipped"):
-        said.append(f"{plural(counts['rewritten_skipped'], 'rewritten file')} skipped")
-    if counts.get("too_old"):
-        said.append(f"{counts['too_old']} older than max_file_age")
-    return ", ".join(said)
+    if "files" in counts:
+        said = [(f"{counts['files']} of {plural(counts['listed'], 'file')}"
+                 if "listed" in counts else plural(counts["files"], "file"))
+                + (f" ({size(counts['bytes'])})" if "bytes" in counts else "")]
+        if counts.get("backlog"):
+            said.append(f"{counts['backlog']} left for later runs")
+        if counts.get("rewritten_skipped"):
+            said.append(f"{plural(counts['rewritten_skipped'], 'rewritten file')} skipped")
+        if counts.get("too_old"):
+            said.append(f"{counts['too_old']} older than max_file_age")
+        return ", ".join(said)
+    if "rows" in counts:
+        return plural(counts["rows"], "row")
+    return ", ".join(f"{value} {key}" for key, value in counts.items()) or "nothing counted"
 
 
 def job_states(jobs: Mapping[str, int], nothing_new: int = 0) -> str:
