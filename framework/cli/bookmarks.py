@@ -125,9 +125,10 @@ def get(
 
 
 def _text(job: str, entry: dict[str, Any]) -> str:
+    committed = entry["committed_at"]
     lines = [f"{job} / {entry['context']}  ({entry['kind']}; {entry['event']} by run "
-             f"{entry['run_seq']}, {entry['run_id']}, at {entry['committed_at']:%Y-%m-%d %H:%M:%S} "
-             "UTC)"]
+             f"{entry['run_seq']}, {entry['run_id']}, at {humanize.local_time(committed)} "
+             f"{committed.astimezone().tzname()}, {humanize.ago(committed)})"]
     if entry["event"] == "reset":
         return "\n".join([*lines, "  reset: the next run starts from nothing"])
     lines += [f"  {label:<16}: {text}" for label, text in describe(entry["kind"], entry["state"])]

@@ -3,10 +3,12 @@
 jobs grown to 10,000 runs, beside the same pages on a state of 10 runs.
 Target: every page's median <= 300 ms with the history.
 
-The history: the demo's five jobs with 2,000 runs each (a running and a final row per
-run, their bookmarks; six data-quality rules a run for the two gated jobs) and 2,000 runs
-of the orders pipeline workflow, written in commits of 100 runs with the store's own
-maintenance, as bench_state_store does.
+The history: the demo's five jobs with 2,000 runs each, scheduled as hourly jobs are: three
+runs in four find nothing new (one ``skipped`` row, no bookmark), the others read and
+write (a running and a final row, their bookmarks; six data-quality rules a run for the
+two gated jobs); and 2,000 runs of the orders pipeline workflow whose jobs are those runs,
+written in commits of 100 runs with the store's own maintenance, as bench_state_store
+does.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def _rows(job: str, seq: int) -> tuple[list[dict], list[dict], list[dict]]:
     started = T0 + dt.timedelta(minutes=15 * seq)
     run = Run(job=job, run_id=f"{job}-{seq}", run_seq=seq, status="running", mode="enable",
               started_at=started, arguments={"landing": "data/landing/orders"})
+    if seq % 4:
+        return [_run_row(Run(**{**run.__dict__, "status": "skipped",
+                                "ended_at": started}))], [], []
     done = Run(**{**run.__dict__, "status": "failed" if seq % 50 == 0 else "succeeded",
                   "ended_at": started + dt.timedelta(seconds=8 + seq % 7),
                   "inputs": {"src": {"files": 1 + seq % 3, "listed": seq, "bytes": 5000,
@@ -78,7 +83,7 @@ def _seed(root: str, runs_per_job: int) -> None:
                     log.append_rows(store.path(table), pa.Table.from_pylist(
                         flat, schema=table.schema), upkeep=store.io.upkeep)
         nodes = [_node_row(WorkflowNode(
-            "orders_pipeline", f"w{s}", job, "t", state,
+            "orders_pipeline", f"w{s}", job, "t", state, run_id=f"{job}-{s}",
             started_at=T0 + dt.timedelta(minutes=15 * s),
             ended_at=T0 + dt.timedelta(minutes=15 * s, seconds=30),
             updated_at=T0 + dt.timedelta(minutes=15 * s, seconds=i)))
