@@ -171,18 +171,25 @@ class StateStore:
         """Recorded runs in their current status, by job then run_seq."""
         return self._runs(self._read(RUNS, {"job": job}))
 
-    def recent_runs(self, last: int, job: str | None = None) -> list[Run]:
+    def recent_runs(self, last: int, job: str | None = None, *, skipped: bool = True
+                    ) -> list[Run]:
         """Each job's (or ``job``'s) ``last`` runs by run_seq, in their current status, by
         job then run_seq: chosen before the rows become ``Run`` objects, so a long history
-        costs one read."""
+        costs one read (and imports no pandas). ``skipped=False``: the last runs that did not
+        find nothing new (a skipped run has one row, status ``skipped``)."""
         rows = self._read(RUNS, {"job": job})
+        if not skipped:
+            rows = rows.filter(mask(rows, [("status", "!=", "skipped")]))
         if not len(rows):
             return []
-        newest = rows.group_by("job").aggregate([("run_seq", "max")])
-        rows = rows.join(newest, "job")
-        recent = rows.filter(pc.greater(rows["run_seq"],
-                                        pc.subtract(rows["run_seq_max"], last)))
-        return self._runs(recent.drop_columns(["run_seq_max"]))
+        seqs: dict[str, set[int]] = {}
+        for name, seq in zip(rows["job"].to_pylist(), rows["run_seq"].to_pylist(), strict=True):
+            seqs.setdefault(name, set()).add(seq)
+        oldest = {name: sorted(found)[-last:][0] for name, found in seqs.items()}
+        wanted = functools.reduce(pc.or_kleene, [
+            mask(rows, [("job", "=", name), ("run_seq", ">=", seq)])
+            for name, seq in oldest.items()])
+        return self._runs(rows.filter(wanted))
 
     def last_run(self, job: str) -> Run | None:
         """The job's run with the highest run_seq, in its current status."""

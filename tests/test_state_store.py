@@ -83,6 +83,14 @@ def test_recent_runs_are_each_job_s_newest_in_their_current_status(tmp_path):
         ("a", 4, "succeeded"), ("a", 5, "failed"), ("b", 1, "succeeded")]
     assert [r.run_seq for r in store.recent_runs(3, "a")] == [3, 4, 5]
     assert open_store(tmp_path / "empty").recent_runs(3) == []
+    # an hourly job's runs that found nothing new: the last ones that did not, on request
+    for seq in range(6, 9):
+        store.record_run(run("a", seq, "skipped"))
+    assert [r.run_seq for r in store.recent_runs(2, "a")] == [7, 8]
+    assert [(r.run_seq, r.status) for r in store.recent_runs(2, "a", skipped=False)] == [
+        (4, "succeeded"), (5, "failed")]
+    assert store.skipped_runs({"a-4", "a-6", "a-8", "nope"}) == {"a-6", "a-8"}
+    assert store.holds_state() and not open_store(tmp_path / "empty").holds_state()
 
 
 def test_maintenance_keeps_the_number_of_live_files_bounded(tmp_path):

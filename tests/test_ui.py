@@ -145,6 +145,7 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
     row = page.locator("tr", has=page.get_by_role("link", name="orders_ingest", exact=True))
     assert row.locator(".status").inner_text() == "skipped"  # the last run found nothing new
     assert "nothing new" in row.locator("td").nth(1).inner_text()
+    assert row.locator("td").nth(3).locator("time").count() == 1  # its last success
     assert row.locator("td").nth(4).inner_text() == "0"  # no failure since
     waiting = row.locator("td.waiting[data-filled=yes]")  # the cells fill in any order
     assert waiting.inner_text() == "nothing new"

@@ -23,7 +23,8 @@ def list_runs(
     ctx: typer.Context,
     job: Annotated[str | None, typer.Argument(help="Only this job's runs.")] = None,
     last: Annotated[int | None, typer.Option(
-        help="Only each job's newest N runs.", min=1)] = None,
+        help="Only each job's newest N runs (with --skipped hide: N that were not "
+             "skipped).", min=1)] = None,
     skipped: SKIPPED_OPTION = Skipped.fold,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
@@ -31,11 +32,13 @@ def list_runs(
     column, raw)."""
     with library_errors(ctx):
         store = options(ctx).store()
-        runs = store.runs(job) if last is None else store.recent_runs(last, job)
+        if last is not None:
+            runs = store.recent_runs(last, job, skipped=skipped is not Skipped.hide)
+        else:
+            runs = [r for r in store.runs(job)
+                    if skipped is not Skipped.hide or r.status != "skipped"]
         if job and not runs:
             admin.require_job(options(ctx).settings(), job)
-    if skipped is Skipped.hide:
-        runs = [r for r in runs if r.status != "skipped"]
     if as_json:
         render(runs, as_json=True)
         return

@@ -31,20 +31,21 @@ HISTORY_SHOWN = 50
 
 
 def overview(settings: Settings) -> dict[str, Any]:
-    """Every job (declared or with runs): its last run, its last success and failures in
-    a row among its newest ``SPARK_RUNS`` runs, and rows or files per run that started
-    Spark for a sparkline; every workflow's latest run; and ``no_state``, the line saying
-    the state root holds no state (None when it does). (The input waiting is ``waiting``,
-    one job at a time: it lists sources.)"""
+    """Every job (declared or with runs): its last run; its last success, failures in a
+    row and rows or files per run for a sparkline among its newest ``SPARK_RUNS`` runs that
+    started Spark (runs that found nothing new skipped it); every workflow's latest run;
+    and ``no_state``, the line saying the state root holds no state (None when it does).
+    (The input waiting is ``waiting``, one job at a time: it lists sources.)"""
     store = open_store(settings.state_root)
+    newest = {run.job: run for run in store.recent_runs(1)}
     by_job: dict[str, list[Run]] = defaultdict(list)
-    for run in store.recent_runs(SPARK_RUNS):
+    for run in store.recent_runs(SPARK_RUNS, skipped=False):
         by_job[run.job].append(run)
     now = datetime.now(UTC)
     jobs = []
-    for name in sorted(set(job_names(settings)) | set(by_job)):
+    for name in sorted(set(job_names(settings)) | set(newest)):
         runs = by_job.get(name, [])
-        last = runs[-1] if runs else None
+        last = newest.get(name)
         succeeded = [r for r in runs if r.status == "succeeded"]
         failures = 0
         for run in reversed(runs):
@@ -59,7 +60,7 @@ def overview(settings: Settings) -> dict[str, Any]:
             "last_success_at": _when(succeeded[-1]) if succeeded else None,
             "failures_in_a_row": f"{failures}+" if failures == SPARK_RUNS else failures,
             "last_error": last.error if last and last.status == "failed" else None,
-            "volume": [_volume(r) for r in runs[-SPARK_RUNS:] if r.status != "skipped"],
+            "volume": [_volume(r) for r in runs],
         })
     workflows: list[dict[str, Any]] = []
     for name in workflow_names(settings):
