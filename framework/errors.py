@@ -384,6 +384,16 @@ class DamagedTableError(DeltaTableError):
             "job to rebuild what the backup lacks from the targets).")
 
 
+class StorageUnreachableError(DeltaTableError):
+    """The storage holding a Delta table did not answer (an object store's endpoint,
+    network or credentials)."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(path, f"its storage cannot be reached ({reason}). Check the endpoint "
+                         "(AWS_ENDPOINT_URL or the bucket's endpoint in conf), the network "
+                         "and the credentials.")
+
+
 class TableNotFoundError(DeltaTableError):
     def __init__(self, path: str):
         super().__init__(path, "no Delta table there (no _delta_log). Check the path.")

@@ -298,3 +298,15 @@ def test_a_run_report_names_the_files_it_did_not_read():
     assert lines[3] == "        /in/old-00.json" and lines[23] == "        ... and 2 more"
     assert lines[24:] == ["  not read, rewritten since read (rewritten='ignore'): 1 files",
                           "        /in/a.json"]
+
+
+def test_a_state_root_whose_storage_does_not_answer_is_one_line(monkeypatch):
+    for name, value in (("AWS_ENDPOINT_URL", "http://127.0.0.1:9"), ("AWS_ACCESS_KEY_ID", "x"),
+                        ("AWS_SECRET_ACCESS_KEY", "y"), ("AWS_REGION", "us-east-1")):
+        monkeypatch.setenv(name, value)
+    result = invoke("--state-root", "s3://nobucket/state", "runs", "list")
+    assert result.exit_code == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: Delta table s3://nobucket/state/runs: its storage cannot "
+                           "be reached (")
+    assert "Connection refused" in line and "AWS_ENDPOINT_URL" in line

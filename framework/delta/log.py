@@ -186,7 +186,10 @@ def is_table(path: str | os.PathLike[str]) -> bool:
     if path in _LATEST and (not storage.is_local(path) or
                             os.path.isdir(os.path.join(path, "_delta_log"))):
         return True
-    return DeltaTable.is_deltatable(path, storage_options=storage.delta_options(path))
+    try:
+        return DeltaTable.is_deltatable(path, storage_options=storage.delta_options(path))
+    except OSError as exc:  # the object store did not answer
+        raise errors.StorageUnreachableError(path, _cause(exc)) from exc
 
 
 # Latest-version handles, brought up to date on each use: catching up on a few new
@@ -231,6 +234,16 @@ _DAMAGE = {"No table metadata or protocol found": "its first commit (metadata) i
 
 def _damage(exc: Exception) -> str | None:
     return next((said for found, said in _DAMAGE.items() if found in str(exc)), None)
+
+
+def _cause(exc: Exception) -> str:
+    """delta-rs's chain of causes (one per line, arrows, colour codes) as one line: the
+    first, and the innermost."""
+    lines = [line.strip(" ↳") for line in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
 
 
 def _first_line(exc: Exception) -> str:
