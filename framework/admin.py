@@ -60,8 +60,7 @@ def no_state(settings: Settings) -> str | None:
     where = os.path.abspath(root) if storage.is_local(root) else root
     return (f"no deltamark state at {where}: no job has run with it as its state root. "
             "Name another with deltamark --state-root PATH, DELTAMARK_STATE_ROOT or "
-            "state_root in "
-            f"{settings.conf_dir / SETTINGS_FILE}")
+            f"state_root in {settings.conf_dir / SETTINGS_FILE}")
 
 
 def describe_write(target: str, output: RunOutput, *, dry_run: bool = False) -> str:

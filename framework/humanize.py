@@ -14,6 +14,7 @@ __all__ = ["ago", "duration", "fold", "job_states", "local_time", "plural", "rea
 
 T = TypeVar("T")
 
+
 def size(n_bytes: int) -> str:
     """``127706`` -> ``128 KB`` (decimal units, three significant figures)."""
     if n_bytes < 1000:
