@@ -130,10 +130,10 @@ def test_chained_example_jobs_read_only_new_bronze_versions(spark, tmp_path):
     refine = ["run", "orders_silver", "--arg", f"bronze={bronze}", "--arg", f"target={silver}"]
     orders_landing.land(landing, batches=2, orders=30)
     deltamark(*ingest)
-    assert "read  bronze_src: versions 0..0" in deltamark(*refine)
+    assert "read  bronze_src: version 0\n" in deltamark(*refine)
     orders_landing.land(landing, batches=1, orders=30)
     deltamark(*ingest)
-    assert "read  bronze_src: versions 1..1" in deltamark(*refine)
+    assert "read  bronze_src: version 1\n" in deltamark(*refine)
     rows = delta_engine(spark, mode="embedded").read(silver)
     assert rows.count() == 90 and rows.select("order_id").distinct().count() == 90
     shown = deltamark("bookmarks", "show", "orders_silver")
