@@ -10,9 +10,13 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
-__all__ = ["ago", "duration", "fold", "job_states", "local_time", "plural", "read", "size"]
+__all__ = ["NOTHING_NEW", "ago", "duration", "fold", "job_states", "local_time", "node_state",
+           "plural", "read", "size", "utc"]
 
 T = TypeVar("T")
+
+#: a workflow job (or run) whose job runs found nothing new and were skipped
+NOTHING_NEW = "skipped: nothing new"
 
 
 def size(n_bytes: int) -> str:
@@ -62,6 +66,11 @@ def local_time(when: datetime) -> str:
     return f"{when.astimezone():%Y-%m-%d %H:%M:%S}"
 
 
+def utc(when: datetime) -> str:
+    """``when`` in UTC, to the second, saying so: ``2026-11-27 00:39:46 UTC``."""
+    return f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
 def read(counts: Mapping[str, int]) -> str:
     """What one source of a run read, from its counts in the runs table: files
     (``1 of 3 files (5.11 KB)``, and what it left), Delta versions or database rows; counts
@@ -94,6 +103,12 @@ def job_states(jobs: Mapping[str, int], nothing_new: int = 0) -> str:
     counts = {**jobs, "SUCCEEDED": jobs.get("SUCCEEDED", 0) - nothing_new,
               "nothing new": nothing_new}
     return ", ".join(f"{count} {state}" for state, count in sorted(counts.items()) if count)
+
+
+def node_state(state: str, *, nothing_new: bool) -> str:
+    """A workflow job's state (or a workflow run's) as shown: ``NOTHING_NEW`` when its runs
+    found nothing new (the stored state stays SUCCEEDED)."""
+    return NOTHING_NEW if nothing_new else state
 
 
 def fold(items: Sequence[T], *, skipped: Callable[[T], bool],

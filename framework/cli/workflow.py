@@ -180,7 +180,7 @@ def _jobs(summary: "WorkflowRunSummary") -> str:
 
 
 def _state(node: WorkflowNode, skipped_runs: Set[str]) -> str:
-    return "skipped: nothing new" if node.run_id in skipped_runs else node.state
+    return humanize.node_state(node.state, nothing_new=node.run_id in skipped_runs)
 
 
 def _time(when: datetime | None) -> str:
@@ -193,14 +193,14 @@ def _took(started: datetime | None, ended: datetime | None) -> str:
 
 def _run_line(run: "WorkflowRunSummary") -> dict[str, object]:
     return {"workflow_run_id": run.workflow_run_id,
-            "state": "skipped: nothing new" if run.found_nothing_new else run.state,
+            "state": humanize.node_state(run.state, nothing_new=run.found_nothing_new),
             zoned("started"): _time(run.started_at), "took": _took(run.started_at, run.ended_at),
             "jobs": _jobs(run), "resumed_from": run.resumed_from}
 
 
 def _stretch(runs: "list[WorkflowRunSummary]") -> dict[str, object]:
     """A stretch of runs that found nothing new (newest first), on one line."""
-    return {"workflow_run_id": f"{len(runs)} runs", "state": "skipped: nothing new",
+    return {"workflow_run_id": f"{len(runs)} runs", "state": humanize.NOTHING_NEW,
             zoned("started"): f"{_time(runs[-1].started_at)} to {_time(runs[0].started_at)}",
             "took": "", "jobs": "--skipped show lists each", "resumed_from": None}
 

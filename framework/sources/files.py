@@ -140,7 +140,7 @@ class FileState:
 
 
 def _utc(epoch_ms: int) -> str:
-    return f"{datetime.fromtimestamp(epoch_ms / 1000, UTC):%Y-%m-%d %H:%M:%S} UTC"
+    return humanize.utc(datetime.fromtimestamp(epoch_ms / 1000, UTC))
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
         job_states=humanize.job_states,
         wrote=lambda output, target: admin.describe_write(target, output),
         bookmark=lambda state, kind: bookmark_codec.describe(kind, state),
-        utc=lambda iso: f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M:%S} UTC")
+        utc=lambda iso: humanize.utc(datetime.fromisoformat(iso)))
 
     def authorised() -> bool:
         return token is not None and _same(request.cookies.get(TOKEN_COOKIE, ""), token)
