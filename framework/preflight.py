@@ -39,7 +39,7 @@ from framework.bookmark_history import BookmarkHistory
 from framework.config import Settings
 from framework.errors import DeltamarkError
 from framework.job_config import JobSpec
-from framework.sources import source_kind
+from framework.sources import Backlog, source_kind
 from state_tables.model import Run
 from state_tables.store import StateStore
 
@@ -129,22 +129,22 @@ def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode
         if new is None:
             return Preflight(False, f"{context} cannot be planned before Spark starts", last)
         if new:
-            return Preflight(False, f"{context} has {new} new", last)
+            return Preflight(False, f"{context} has new input: {new}", last)
     return Preflight(True, f"nothing new in {', '.join(last.sources)}", last)
 
 
 def waiting(store: StateStore, job: str, connections: Callable[[str], Connection]
-            ) -> dict[str, int | str]:
-    """What each source the job's last run read has that its bookmark has not seen (files,
-    versions or rows), planned as ``preflight`` plans it; for a source that cannot be
-    planned without Spark, why."""
+            ) -> dict[str, Backlog | str]:
+    """What each source the job's last run read has that its bookmark has not seen (files
+    and their bytes, versions or rows), planned as ``preflight`` plans it; for a source
+    that cannot be planned without Spark, why."""
     last = store.last_run(job)
     if last is None:
         return {}
     bookmarks = BookmarkHistory(store, job)
-    found: dict[str, int | str] = {}
+    found: dict[str, Backlog | str] = {}
     for context, description in last.sources.items():
-        new: int | str | None
+        new: Backlog | str | None
         try:
             new = None if description is None else _new_items(context, description,
                                                               bookmarks, connections)
@@ -160,9 +160,9 @@ def _reason(exc: Exception) -> str:
 
 
 def _new_items(context: str, description: Mapping[str, Any], bookmarks: BookmarkHistory,
-               connections: Callable[[str], Connection]) -> int | None:
-    """How much the source has that the context's bookmark has not seen (files, versions,
-    rows: 0 is nothing new); None when it cannot be told here."""
+               connections: Callable[[str], Connection]) -> Backlog | None:
+    """What the source has that the context's bookmark has not seen; None when it cannot
+    be told here."""
     kind = source_kind(description.get("kind", ""))
     return None if kind is None else kind.new_items(context, description, bookmarks,
                                                     connections)

@@ -5,6 +5,7 @@ demo runs it: a batch loaded, then a broken one rejected by its data-quality gat
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -152,7 +153,7 @@ def test_the_demo_state_shows_what_happened(page, served, demo, monkeypatch):
     orders_landing.land(Path(demo.state_root).parent / "data" / "landing" / "orders",
                         batches=1, orders=5)
     page.reload()
-    assert waiting.inner_text() == "orders_src: 1 new"
+    assert re.fullmatch(r"orders_src: 1 file \([\d.]+ (bytes|KB)\)", waiting.inner_text())
     page.goto(served + "/workflows/orders_pipeline")
     # the latest run: each job found nothing new
     assert page.locator("svg.graph g.node.nothing_new").count() == 3

@@ -13,6 +13,7 @@ import typer
 
 from framework.cli import bookmarks, dq, runs, server, state, watermarks, workflow
 from framework.cli._common import CliOptions
+from framework.cli.metrics import metrics
 from framework.cli.run import run
 from framework.cli.sql import sql
 from framework.cli.ui import ui
@@ -38,6 +39,7 @@ app.add_typer(state.app, name="state")
 app.command("run")(run)
 app.command("sql")(sql)
 app.command("ui")(ui)
+app.command("metrics")(metrics)
 
 
 @app.callback()

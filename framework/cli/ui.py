@@ -16,6 +16,9 @@ def ui(
     allow_actions: Annotated[bool, typer.Option(
         help="Allow rewind, reset, abort and resume from the page, with the token printed "
              "here.")] = False,
+    backlog_every: Annotated[float, typer.Option(
+        help="/metrics plans each job's input waiting again after this many seconds (or "
+             "when the job ran since).")] = 60,
 ) -> None:
     """Serve the operations page: jobs, runs, bookmarks, data quality and workflows, read
     from the state tables (no JVM)."""
@@ -32,7 +35,8 @@ def ui(
     typer.echo(f"deltamark ui for {settings.state_root}: {address}"
                + (f"?token={token}  (actions allowed with this token)" if token else
                   "  (read-only; --allow-actions for rewind, reset, abort, resume)"))
-    server = make_server(host, port, create_app(settings, token=token), threaded=True)
+    server = make_server(host, port, create_app(settings, token=token,
+                                                  backlog_every=backlog_every), threaded=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

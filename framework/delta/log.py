@@ -43,6 +43,7 @@ from state_tables.rows import empty_rows, mask
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "Added",
     "AppTransaction",
     "Commit",
     "DataFile",
@@ -51,6 +52,7 @@ __all__ = [
     "Upkeep",
     "VersionChange",
     "add_columns",
+    "added",
     "append_rows",
     "change_feed",
     "changes",
@@ -368,6 +370,31 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
         rewrote = any("remove" in a and a["remove"].get("dataChange", True) for a in actions)
         found.append(VersionChange(version, info.get("operation", ""), added, rewrote))
     return found
+
+
+@dataclass(frozen=True)
+class Added:
+    """What one commit added to a table: data files, their bytes, and their rows (from
+    the files' statistics; None when a file has none)."""
+
+    files: int
+    bytes: int
+    rows: int | None
+
+
+@functools.lru_cache(maxsize=4096)
+def added(path: str, version: int) -> Added | None:
+    """What commit ``version`` of the table added, read from its log entry (a commit
+    never changes: remembered); None when the entry is gone (log retention)."""
+    entry = storage.read_bytes(_log_entry(path, version))
+    if entry is None:
+        return None
+    actions = [json.loads(line) for line in entry.splitlines() if line.strip()]
+    adds = [a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)]
+    stats = [json.loads(a["stats"]) if a.get("stats") else {} for a in adds]
+    rows = [s.get("numRecords") for s in stats]
+    return Added(files=len(adds), bytes=sum(int(a.get("size", 0)) for a in adds),
+                 rows=None if None in rows else sum(rows))
 
 
 def change_feed(path: str, *, after: int, to: int) -> pa.Table:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from framework.delta import log
-from framework.sinks.target import RestoredTarget, TargetRun
+from framework.sinks.target import RestoredTarget, TargetRun, Written
 from state_tables.model import RunOutput
 
 __all__ = ["DeltaTarget", "app_id"]
@@ -36,6 +36,10 @@ class DeltaTarget:
 
     def describe(self, output: RunOutput) -> str:
         return f"version {output['version']}"
+
+    def written(self, output: RunOutput) -> Written:
+        added = log.added(self.key, output["version"])
+        return Written() if added is None else Written(added.rows, added.files, added.bytes)
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
         newest = log.transaction_version(self.key, app_id(job)) or 0

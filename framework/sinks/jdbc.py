@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, cast
 
 from framework.errors import DatabaseError, StateBehindTargetsError
 from framework.jdbc import Connection, Database, Transaction, connect, dialect, java_message
-from framework.sinks.target import TargetRun
+from framework.sinks.target import TargetRun, Written
 from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:
@@ -186,6 +186,9 @@ class DatabaseTarget:
 
     def describe(self, output: RunOutput) -> str:
         return f"{output['rows']} rows"
+
+    def written(self, output: RunOutput) -> Written:
+        return Written(rows=output.get("rows"))
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
         """None listed: it needs its connection, and its own commit checks its marks

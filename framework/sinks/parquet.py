@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from framework.faults import crash_point
-from framework.sinks.target import PrunedTarget, TargetRun
+from framework.sinks.target import PrunedTarget, TargetRun, Written
 from framework.spark_lines import require
 from framework.storage import filesystem
 from state_tables.model import RunOutput, RunRecord
@@ -114,6 +114,9 @@ class ParquetTarget:
     def describe(self, output: RunOutput) -> str:
         kind = output.get("file_format", "parquet")
         return f"{output['files']} {_FORMAT_NAMES.get(kind, kind)} files, {output['rows']} rows"
+
+    def written(self, output: RunOutput) -> Written:
+        return Written(rows=output.get("rows"), files=output.get("files"))
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
         return [TargetRun(self.key, c.run_seq, c.run_id, c.committed_at, None, c.record,

@@ -17,7 +17,8 @@ from typing import Protocol
 from state_tables.model import Bookmark, ProcessedFile, RunOutput, RunRecord, Watermark
 from state_tables.store import typed_value
 
-__all__ = ["MAX_RECORDED_FILES", "PrunedTarget", "RestoredTarget", "Target", "TargetRun"]
+__all__ = ["MAX_RECORDED_FILES", "PrunedTarget", "RestoredTarget", "Target", "TargetRun",
+           "Written"]
 
 #: a target commit names the files a context tracked in its run up to this many
 MAX_RECORDED_FILES = 1000
@@ -93,6 +94,15 @@ class PrunedTarget:
     removed_files: int
 
 
+@dataclass(frozen=True)
+class Written:
+    """What a run's commit put in a target, each figure None when the target cannot say."""
+
+    rows: int | None = None
+    files: int | None = None
+    bytes: int | None = None
+
+
 class Target(Protocol):
     """A target as the runs of a job see it, whatever its kind."""
 
@@ -102,6 +112,10 @@ class Target(Protocol):
 
     def describe(self, output: RunOutput) -> str:
         """What a run wrote here, in words, from its output entry (``Run.outputs``)."""
+
+    def written(self, output: RunOutput) -> Written:
+        """What a run's commit put here, from its output entry (and, for a Delta table,
+        the commit's log entry)."""
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
         """The runs of ``job`` committed here with a run_seq above ``after_seq``, oldest

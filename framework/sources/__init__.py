@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from framework import humanize
 
 if TYPE_CHECKING:
     from framework.jdbc import Connection
 
-__all__ = ["KINDS", "Bookmarks", "SourceKind", "source_kind"]
+__all__ = ["KINDS", "Backlog", "Bookmarks", "SourceKind", "source_kind"]
 
 #: each source kind's module and bookmark state class, imported when first needed (a
 #: read-only command showing a bookmark does not import every source's dependencies)
@@ -35,6 +38,31 @@ class Bookmarks(Protocol):
         """The context's bookmark state, of its kind's class; None without one."""
 
 
+@dataclass(frozen=True)
+class Backlog:
+    """What a source has past its context's bookmark, told without Spark: ``count`` of
+    ``unit`` (file, version, row, message), and for files their ``bytes``. Not ``exact``:
+    a database says whether a row is new, not how many; a queue, about how many
+    messages it holds."""
+
+    count: int
+    unit: str
+    bytes: int | None = None
+    exact: bool = True
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def __str__(self) -> str:
+        """``3 files (12.3 KB)``, ``2 versions``, ``new rows``, ``about 40 messages``."""
+        if not self.exact:
+            return (f"about {humanize.plural(self.count, self.unit)}" if self.count > 1
+                    else f"new {self.unit}s" if self.count else f"no new {self.unit}s")
+        said = humanize.plural(self.count, self.unit)
+        return said if self.bytes is None or not self.count else (
+            f"{said} ({humanize.size(self.bytes)})")
+
+
 class SourceKind(Protocol):
     """What deltamark asks of a source kind's module, besides reading."""
 
@@ -42,11 +70,11 @@ class SourceKind(Protocol):
 
     def new_items(self, context: str, description: Any,
                   bookmarks: Bookmarks, connections: Callable[[str], Connection]
-                  ) -> int | None:
-        """How much the source a run described (``SourceRead.description``: the kind's own
-        ``<Kind>Description``, read back from ``Run.sources``) has past
-        ``context``'s bookmark in ``bookmarks``, told without Spark (files, versions,
-        rows: 0 is nothing new); None when it cannot be told here."""
+                  ) -> Backlog | None:
+        """What the source a run described (``SourceRead.description``: the kind's own
+        ``<Kind>Description``, read back from ``Run.sources``) has past ``context``'s
+        bookmark in ``bookmarks``, told without Spark (a count of 0 is nothing new); None
+        when it cannot be told here."""
 
 
 def source_kind(kind: str) -> SourceKind | None:

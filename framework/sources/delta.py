@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from framework.delta import log
 from framework.errors import ChangesUnavailableError
+from framework.sources import Backlog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -110,17 +111,19 @@ def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> Delta
 
 
 def new_items(context: str, description: DeltaDescription, bookmarks: Bookmarks,
-              connections: Callable[[str], Any]) -> int:
-    """How many versions a read described by ``description`` would find past
-    ``context``'s bookmark (or, for a whole-table read, whether the version to read has
-    changed): ``framework.sources.SourceKind``."""
+              connections: Callable[[str], Any]) -> Backlog:
+    """The versions a read described by ``description`` would find past ``context``'s
+    bookmark (for a whole-table read: since the version it read, or 1 when the version
+    to read changed otherwise): ``framework.sources.SourceKind``."""
     state = bookmarks.state(context, SOURCE_KIND)
     if "read" in description:  # a whole-table read: anything other than what it read
         latest = description["asked"]
         if latest is None:
             latest = log.snapshot(description["table"]).version
-        return int(latest != description["read"])
-    return plan_delta(description["table"], start=state, advance=False).counts()["versions"]
+        read = description["read"]
+        return Backlog(max(latest - read, int(latest != read)), "version")
+    return Backlog(plan_delta(description["table"], start=state, advance=False
+                              ).counts()["versions"], "version")
 
 
 def read_delta(engine: DeltaEngine, plan: DeltaPlan, *, change_feed: bool | None) -> DataFrame:

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from framework import humanize
-from framework.sources import file_events, malformed
+from framework.sources import Backlog, file_events, malformed
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
 from framework.sources.listed_reads import ListedFile, read_listed
@@ -285,15 +285,17 @@ class FilesDescription(TypedDict, total=False):
 class FilePlan:
     """The files one run reads from one context, pinned before reading.
 
-    ``backlog``: pending files a bounded run leaves for later runs. ``rewritten``,
-    ``too_old``: files not read for that reason. ``set_aside``: the files the run tracks
-    without reading them (when it advances the bookmark). ``state``: the context's state
-    once this run has committed (None when the mode does not advance bookmarks).
+    ``backlog``: pending files a bounded run leaves for later runs (of ``backlog_bytes``).
+    ``rewritten``, ``too_old``: files not read for that reason. ``set_aside``: the files
+    the run tracks without reading them (when it advances the bookmark). ``state``: the
+    context's state once this run has committed (None when the mode does not advance
+    bookmarks).
     """
 
     files: tuple[ListedFile, ...]
     listed: int
     backlog: int = 0
+    backlog_bytes: int = 0
     rewritten: int = 0
     too_old: int = 0
     set_aside: tuple[SetAside, ...] = ()
@@ -367,21 +369,24 @@ def _listing_bounds(source: FileSource, state: FileState) -> dict[str, str]:
 
 
 def new_items(context: str, description: FilesDescription, bookmarks: Bookmarks,
-              connections: Callable[[str], Any]) -> int:
-    """The files a read described by ``description`` would read or newly set aside
-    (named in its run) that ``context``'s bookmark does not track
-    (``framework.sources.SourceKind``)."""
+              connections: Callable[[str], Any]) -> Backlog:
+    """The files a read described by ``description`` would read, newly set aside (named
+    in its run) or leave for later runs (a bound) that ``context``'s bookmark does not
+    track, with their bytes (``framework.sources.SourceKind``)."""
     source = FileSource.from_description(description)
     bookmark = bookmarks.files(context)
     if source.queue and not _full_listing_due(source, bookmark, None):
-        return file_events.waiting(source.queue)  # taking them would hide them from the run
+        # taking the messages would hide them from the run: the queue says about how many
+        return Backlog(file_events.waiting(source.queue), "message", exact=False)
     listing = list_files(source, bookmark)
     plan = plan_files(listing, source, start=bookmark, advance=True)
-    if new := len(plan.files) + len(plan.set_aside):
+    new = len(plan.files) + len(plan.set_aside) + plan.backlog
+    if new:
         _handed_over[_handover_key(source, bookmark)] = listing
         while len(_handed_over) > MAX_HANDED_OVER:
             del _handed_over[next(iter(_handed_over))]
-    return new
+    return Backlog(new, "file", bytes=plan.bytes + plan.backlog_bytes
+                   + sum(s.file.size for s in plan.set_aside))
 
 
 #: listings the no-op check made and found something new in, for the run that follows
@@ -441,7 +446,10 @@ def plan_files(
                                                 ("path", "ascending")])
     chosen = _bounded(pending, source)
     plan = FilePlan(files=_listed_files(chosen), listed=len(listed),
-                    backlog=len(pending) - len(chosen), too_old=_count(too_old),
+                    backlog=len(pending) - len(chosen),
+                    backlog_bytes=(pc.sum(pending["size"]).as_py() or 0)
+                    - (pc.sum(chosen["size"]).as_py() or 0),
+                    too_old=_count(too_old),
                     rewritten=0 if source.rewritten == "reprocess" else _count(changed),
                     complete=listing.complete, acknowledge=listing.acknowledge)
     if not advance:

@@ -36,6 +36,7 @@ from framework.jdbc.client import (
     shorten,
 )
 from framework.jdbc.connection import Connection
+from framework.sources import Backlog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -480,10 +481,11 @@ def description(connection: str, source: JdbcSource, plan: JdbcPlan
 
 
 def new_items(context: str, description: JdbcDescription, bookmarks: Bookmarks,
-              connections: Callable[[str], Connection]) -> int | None:
-    """1 if the source a run described has a row past ``context``'s bookmark, else 0;
-    None when no Python driver here reaches the database (SQLite always; PostgreSQL with
-    psycopg): ``framework.sources.SourceKind``.
+              connections: Callable[[str], Connection]) -> Backlog | None:
+    """Whether the source a run described has a row past ``context``'s bookmark (a
+    count of 1, not exact: at least one row; else 0); None when no Python driver here
+    reaches the database (SQLite always; PostgreSQL with psycopg):
+    ``framework.sources.SourceKind``.
 
     Raises:
         DatabaseError: the query failed.
@@ -504,7 +506,7 @@ def new_items(context: str, description: JdbcDescription, bookmarks: Bookmarks,
         if db is None:
             return None
         try:
-            return len(db.execute(query).fetchall())
+            return Backlog(len(db.execute(query).fetchall()), "row", exact=False)
         except Exception as exc:  # noqa: BLE001 - each driver has its own error classes
             raise DatabaseError(connection.display, f"{exc} (in: {shorten(query)})") from None
 

@@ -2,12 +2,13 @@
 scripts, and, when started with ``--allow-actions``, the admin actions of the CLI.
 
 Routes: ``/`` (every job and workflow), ``/jobs/JOB``, ``/workflows/NAME``, each also as
-``/api/...`` JSON, and ``/api/jobs/JOB/waiting`` (the input waiting, which ``/`` fetches
-for each job once shown). Actions are POSTs: ``/jobs/JOB/rewind`` (after a preview of what
-``--restore-targets`` would remove), ``/jobs/JOB/reset``, ``/runs/RUN_ID/abort``,
-``/workflows/runs/ID/resume``. They need the token printed when the server starts: opening
-``/?token=TOKEN`` stores it in a same-site, HTTP-only cookie, and each form carries a CSRF
-value derived from it. Templates escape everything they show.
+``/api/...`` JSON, ``/api/jobs/JOB/waiting`` (the input waiting, which ``/`` fetches for
+each job once shown), and ``/metrics`` for Prometheus (``framework.metrics``). Actions are
+POSTs: ``/jobs/JOB/rewind`` (after a preview of what ``--restore-targets`` would remove),
+``/jobs/JOB/reset``, ``/runs/RUN_ID/abort``, ``/workflows/runs/ID/resume``. They need
+the token printed when the server starts: opening ``/?token=TOKEN`` stores it in a
+same-site, HTTP-only cookie, and each form carries a CSRF value derived from it.
+Templates escape everything they show.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from flask import Flask, Response, abort, jsonify, redirect, render_template, re
 from framework import admin, humanize
 from framework.config import Settings
 from framework.errors import DeltamarkError
+from framework.metrics import CONTENT_TYPE, Metrics
 from framework.sources import bookmark_codec
 from framework.ui import pages
 
@@ -39,8 +41,10 @@ __all__ = ["create_app"]
 TOKEN_COOKIE = "deltamark_token"
 
 
-def create_app(settings: Settings, *, token: str | None = None) -> Flask:
-    """The app for ``settings``' state; actions only with a ``token``."""
+def create_app(settings: Settings, *, token: str | None = None,
+               backlog_every: float = 60) -> Flask:
+    """The app for ``settings``' state; actions only with a ``token``; ``/metrics`` plans
+    a job's input waiting again after ``backlog_every`` seconds (``framework.metrics``)."""
     app = Flask(__name__, static_folder=str(Path(__file__).with_name("static")),
                 template_folder=str(Path(__file__).with_name("templates")))
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
@@ -121,6 +125,12 @@ def create_app(settings: Settings, *, token: str | None = None) -> Flask:
     def waiting_json(job: str) -> Response:
         admin.require_job(settings, job)
         return jsonify(pages.waiting(settings, job))
+
+    metrics = Metrics(settings, backlog_every=backlog_every)
+
+    @app.get("/metrics")
+    def metrics_text() -> Response:
+        return Response(metrics.exposition(), content_type=CONTENT_TYPE)
 
     @app.get("/workflows/<name>")
     def workflow(name: str) -> str:

@@ -114,11 +114,11 @@ def waiting(settings: Settings, job: str) -> dict[str, Any]:
     bookmark has not seen, planned without Spark (``framework.preflight``)."""
     found = preflight.waiting(open_store(settings.state_root), job,
                               settings_connections(settings))
-    new = {context: n for context, n in found.items() if isinstance(n, int) and n}
-    unknown = {context: n for context, n in found.items() if isinstance(n, str)}
-    said = "; ".join([*(f"{c}: {n} new" for c, n in new.items()),
-                      *(f"{c}: {why}" for c, why in unknown.items())])
-    return {"job": job, "sources": found,
+    said = "; ".join(f"{context}: {new}" for context, new in found.items()
+                     if isinstance(new, str) or new)
+    return {"job": job,
+            "sources": {c: n if isinstance(n, str) else asdict(n)
+                        for c, n in found.items()},
             "said": said or ("nothing new" if found else "no source read yet")}
 
 

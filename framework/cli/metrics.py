@@ -1,0 +1,36 @@
+"""deltamark metrics"""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from framework import admin
+from framework.cli._common import library_errors, options
+
+
+def metrics(
+    ctx: typer.Context,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead (replaced whole, so that a "
+        "node exporter's text-file collector never reads half of it).")] = None,
+) -> None:
+    """Print every job's Prometheus metrics, as ``deltamark ui`` serves them at
+    ``/metrics``: for a node exporter's text-file collector (for example from cron,
+    ``deltamark metrics -o /var/lib/node_exporter/deltamark.prom``). No JVM."""
+    from framework.metrics import Metrics
+
+    with library_errors(ctx):
+        settings = options(ctx).settings()
+        if note := admin.no_state(settings):
+            typer.echo(note, err=True)
+        text = Metrics(settings).exposition()
+    if output is None:
+        typer.echo(text.decode(), nl=False)
+        return
+    with tempfile.NamedTemporaryFile("wb", dir=output.parent, prefix=".deltamark-",
+                                     suffix=".prom", delete=False) as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, output)
