@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What only the tests need, beside .venv:
 # - S3Proxy from Maven Central (a Java S3 server holding 100,000+ objects, tests/s3.py);
+# - OpenLineage's Spark listener from Maven Central (tests/test_lineage.py);
 # - Apache Airflow 3 from PyPI in a virtualenv of its own (.venv/airflow: Airflow's
 #   dependencies stay apart from deltamark's), for the Airflow export's tests (~40 s once);
 # - Debian's Chromium, which the operations page's browser tests drive, and rsync, which
@@ -9,10 +10,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 AIRFLOW_VERSION=3.3.2
 S3PROXY_VERSION=2.6.0  # tests/s3.py names the same
+OPENLINEAGE_SPARK_VERSION=1.53.0  # tests/test_lineage.py names the same
 tools=.venv/share/deltamark/test-tools
 if [ ! -e "$tools/s3proxy-$S3PROXY_VERSION-jar-with-dependencies.jar" ]; then
   mvn -B -q -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
     -Dartifact="org.gaul:s3proxy:$S3PROXY_VERSION:jar:jar-with-dependencies" \
+    -DoutputDirectory="$tools"
+fi
+if [ ! -e "$tools/openlineage-spark_2.13-$OPENLINEAGE_SPARK_VERSION.jar" ]; then
+  mvn -B -q -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
+    -Dartifact="io.openlineage:openlineage-spark_2.13:$OPENLINEAGE_SPARK_VERSION" \
     -DoutputDirectory="$tools"
 fi
 if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION"; then

@@ -71,6 +71,9 @@ class Settings:
     buckets: Mapping[str, storage.BucketSettings] = field(default_factory=dict)
     #: the tables Glue scripts read with ``from_catalog``, by ``database.table``
     catalog: Mapping[str, CatalogTable] = field(default_factory=dict)
+    #: the OpenLineage namespace of deltamark's jobs (``lineage: {namespace: ...}``;
+    #: ``OPENLINEAGE_NAMESPACE`` overrides it): ``framework.lineage``
+    lineage_namespace: str | None = None
 
 
 def load_settings(
@@ -139,7 +142,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
     problems += unknown_keys(
         raw, sorted(("state_root", "state_retention_hours", "delta", "spark", "connections",
-                     "buckets", "catalog")))
+                     "buckets", "catalog", "lineage")))
 
     delta = raw.get("delta", "auto")
     if delta not in get_args(DeltaMode):
@@ -186,12 +189,22 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     catalog, catalog_problems = _catalog(raw.get("catalog"))
     problems += catalog_problems
 
+    lineage = raw.get("lineage") or {}
+    if not isinstance(lineage, Mapping):
+        problems.append("lineage: must be a mapping with namespace")
+        lineage = {}
+    problems += unknown_keys(lineage, ["namespace"], "lineage")
+    namespace = lineage.get("namespace")
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        problems.append("lineage.namespace: must be a non-empty string (the OpenLineage "
+                        "namespace of deltamark's jobs)")
+
     if problems:
         raise ConfigError(source, problems)
     return Settings(conf_dir=conf_dir, state_root=state_root,
                     state_retention_hours=retention, delta=delta, spark=spark,
                     connections={str(k): dict(v) for k, v in connections.items()},
-                    buckets=buckets, catalog=catalog)
+                    buckets=buckets, catalog=catalog, lineage_namespace=namespace)
 
 
 BUCKET_KEYS = ("endpoint_url", "region")

@@ -7,6 +7,7 @@ protocol's steps through ``TargetWriteHooks``); the Glue layer reaches it with
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import re
@@ -26,6 +27,7 @@ from framework.delta import (
 from framework.errors import DatabaseError, JobError, SourceError, one_line
 from framework.faults import crash_point
 from framework.jdbc import Connection
+from framework.lineage import Dataset, RunDatasets
 from framework.modes import BookmarkOptions
 from framework.quality.policy import RunChecks
 from framework.run_plan import RunIdentity, RunPlan, SourceRead
@@ -34,6 +36,7 @@ from framework.sinks import parquet
 from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
+from framework.sources.bookmark_codec import encode
 from framework.sources.files import FileBookmark, FilePlan
 from framework.spark import named_column
 from framework.target_runs import RunOutputs, check_target_write
@@ -90,6 +93,7 @@ class JobRun:
         #: database writes staged, to land when the job's code has returned (targets)
         self._staged: list[str] = []
         self._published: dict[str, str] = {}
+        self._datasets = RunDatasets()
 
     # --- sources ----------------------------------------------------------------------
 
@@ -129,9 +133,10 @@ class JobRun:
                                  f" and {len(named) - 10} more" if len(named) > 10 else "")
         try:
             df = files.read_files(self.spark, source, plan)
+            read = [Dataset.at_path(path) for path in source.paths]
             if source.bad_records == "fail" or not malformed.applies(source.format,
                                                                     source.options):
-                return df
+                return self._read(context, read, df)
             df, bad = malformed.set_aside(df)
         except ValueError as exc:
             raise SourceError(self.job_name, context, str(exc)) from exc
@@ -144,7 +149,7 @@ class JobRun:
             raise SourceError(self.job_name, context, found or one_line(exc)) from exc
         if bad:
             self._set_aside(context, source, bad)
-        return df
+        return self._read(context, read, df)
 
     def _set_aside(self, context: str, source: files.FileSource,
                    bad: list[tuple[str, str]]) -> None:
@@ -181,7 +186,8 @@ class JobRun:
             description=delta_source.description(plan, tracked=bookmark, version=version)))
         self.log.info("%s: versions %s..%d of %s", context,
                       "0" if plan.after is None else plan.after + 1, plan.to, table)
-        return delta_source.read_delta(self._engine, plan, change_feed=change_feed)
+        return self._read(context, [Dataset.at_path(table)],
+                          delta_source.read_delta(self._engine, plan, change_feed=change_feed))
 
     def read_jdbc(self, source: jdbc.JdbcSource, *, connection: str,
                   transformation_ctx: str | None, bookmark: bool) -> DataFrame:
@@ -206,6 +212,12 @@ class JobRun:
             rereads=plan.lookback, nothing=not plan.rows,
             description=jdbc.description(connection, source, plan) if bookmark else None))
         self.log.info("%s: %d rows of %s", context, plan.rows, plan.source)
+        return self._read(context, [Dataset.in_database(source.connection,
+                                                        source.table or source.relation)], df)
+
+    def _read(self, context: str, datasets: list[Dataset], df: DataFrame) -> DataFrame:
+        """``df``, once noted as what ``context`` read (the run's lineage)."""
+        self._datasets.inputs[context] = [d.with_schema(df.schema) for d in datasets]
         return df
 
     # --- watermarks -------------------------------------------------------------------
@@ -259,6 +271,7 @@ class JobRun:
         write = functools.partial(
             self._write, target=target, mode=mode, partition_by=partition_by,
             replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on)
+        self._datasets.outputs[target] = Dataset.at_path(target, df.schema)
         return self._checked_write(df, target, mode, checks, write)
 
     def write_files(self, df: DataFrame, target: str, *, file_format: str,
@@ -268,6 +281,7 @@ class JobRun:
         write = functools.partial(self._write, target=target, mode="append",
                                   partition_by=partition_by, file_format=file_format,
                                   file_options=options)
+        self._datasets.outputs[target] = Dataset.at_path(target, df.schema)
         return self._checked_write(df, target, "append", checks, write)
 
     def write_jdbc(self, df: DataFrame, table: str, *, connection: str,
@@ -282,6 +296,8 @@ class JobRun:
         if database:
             output["database"] = database
         write = functools.partial(self._stage, target=target, output=output)
+        self._datasets.outputs[target] = Dataset.in_database(
+            jdbc_sink.output_connection(output, self.connections), table, df.schema)
         return self._checked_write(df, target, "append", checks, write)
 
     def _stage(self, df: DataFrame, *, target: str, output: RunOutput) -> WriteResult:
@@ -410,6 +426,7 @@ class JobRun:
         snapshot in Spark jobs (~1 s a run). They are this run's own rows, appended
         exactly once even when a source of the run reads rows again (a lookback)."""
         embedded = EmbeddedEngine(self.spark)
+        self._datasets.outputs[table] = Dataset.at_path(table, rows.schema)
         self._write(rows, target=table, mode="append", merge_schema=True,
                     engine=embedded if embedded.can_write(table) else self._engine)
 
@@ -439,3 +456,10 @@ class JobRun:
     def outputs(self) -> dict[str, RunOutput]:
         """What each target of this run was written with (the runner records it)."""
         return self._outputs.recorded()
+
+    def datasets(self) -> RunDatasets:
+        """What this run read and wrote, as its lineage events name them."""
+        return dataclasses.replace(
+            self._datasets, started=dict(self.plan.started),
+            states={r.context: None if r.state is None else encode(r.state)
+                    for r in self.plan.reads.values()})

@@ -91,6 +91,8 @@ class RunPlan:
         self.run, self.options, self.bookmarks = run, options, bookmarks
         self.reads: dict[str, SourceRead] = {}
         self.watermarks: dict[str, Watermark] = {}  # by transformation_ctx
+        #: each context's kind and the bookmark state it was planned from, as stored
+        self.started: dict[str, tuple[str, dict[str, Any] | None]] = {}
         #: the run ends as a pause run: its bookmarks and watermarks do not count
         self.held = False
         self._persisted: set[str] = set(run.pinned or ())  # a replay's plan is recorded
@@ -133,8 +135,14 @@ class RunPlan:
 
         if self.run.range_seqs:
             first, last = self.run.range_seqs
-            return plan(bookmark_at(first), bookmark_at(last), False)
-        return plan(bookmark_at(None), None, self.options.advances)
+            start = bookmark_at(first)
+            found = plan(start, bookmark_at(last), False)
+        else:
+            start = bookmark_at(None)
+            found = plan(start, None, self.options.advances)
+        state = start.state if kind == files.SOURCE_KIND and start is not None else start
+        self.started[context] = (kind, None if state is None else encode(state))
+        return found
 
     def add(self, read: SourceRead) -> None:
         self.reads[read.context] = read

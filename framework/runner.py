@@ -53,6 +53,7 @@ from framework.job import JobContext
 from framework.job_config import JobSpec, load_job
 from framework.job_run import Connections, JobRun
 from framework.lease import job_lease
+from framework.lineage import RunEvents
 from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
 from framework.run_plan import PinnedRead, RunIdentity, WorkflowRun
@@ -191,10 +192,11 @@ def run_job(
         if last is not None:
             check_state_knows(job, store.written_targets(
                 job, since_seq=last.run_seq - KNOWN_TARGETS_RUNS), last)
-        session = _session(settings, spec, spark)
+        events = RunEvents() if dry_run else RunEvents.configured(settings)
+        session = spark or _session(settings, spec, events.spark_conf(job, run_id))
         engine = _engine(settings, session)
         recovered = None if dry_run else _recover(spec, last, store, session, engine,
-                                                  connections, params, workflow)
+                                                  connections, params, workflow, events)
         if recovered is not None:  # it settled the last run: read its new status
             last = store.last_run(job)
         identity = RunIdentity(job=job, run_id=run_id,
@@ -202,7 +204,8 @@ def run_job(
                                attempt=last.attempt + 1 if last and last.status == "failed"
                                else 1, workflow=workflow)
         job_run, run = _execute(spec, identity, params, options, store, session, engine,
-                            connections, dry_run=dry_run, fingerprint=fingerprint)
+                                connections, dry_run=dry_run, fingerprint=fingerprint,
+                                events=events)
     return RunReport(job=job, run_id=run.run_id, run_seq=run.run_seq, attempt=run.attempt,
                      mode=options.mode, status="planned" if dry_run else run.status,
                      dry_run=dry_run, seconds=time.perf_counter() - started,
@@ -244,14 +247,16 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
              options: BookmarkOptions, store: StateStore,
              spark: SparkSession, engine: DeltaEngine, connections: Connections, *,
              dry_run: bool = False, recovery: str | None = None,
-             fingerprint: str | None = None) -> tuple[JobRun, Run]:
+             fingerprint: str | None = None, events: RunEvents | None = None
+             ) -> tuple[JobRun, Run]:
     """Steps 2-4 of the protocol for one run (a new one, or the replay of one: it has no
-    fingerprint, so the run after it is never skipped)."""
+    fingerprint, so the run after it is never skipped); its lineage ``events`` as its
+    status is recorded."""
     run = Run(job=spec.name, run_id=identity.run_id, run_seq=identity.run_seq,
               status="running", mode=options.mode, started_at=datetime.now(UTC),
               attempt=identity.attempt, arguments=_arguments(params, options),
               recovery=recovery, fingerprint=fingerprint)
-    steps = None if dry_run else _Steps(store, run)
+    steps = None if dry_run else _Steps(store, run, events or RunEvents())
     job_run = JobRun(spark=spark, run=identity, bookmark=options, store=store, engine=engine,
                      connections=connections, checks=spec.checks, hooks=steps,
                      dry_run=dry_run)
@@ -313,12 +318,16 @@ _Plan = tuple[list[Bookmark], list[ProcessedFile], list[Watermark]]
 class _Steps:
     """Records a run's progress in the state tables (the ``TargetWriteHooks``)."""
 
-    def __init__(self, store: StateStore, run: Run):
-        self.store, self.run = store, run
+    def __init__(self, store: StateStore, run: Run, events: RunEvents):
+        self.store, self.run, self.events = store, run, events
 
     def record(self, job_run: JobRun, status: RunStatus, *, error: str | None = None) -> Run:
+        """Record the run in ``status``, then send its lineage event."""
         run, plan = self._progress(job_run, status, error)
         self._write(run, *plan)
+        if self.events.sender is not None:
+            self.events.emit(run, job_run.datasets(), () if status == "running" else
+                             self.store.dq_results(run.job, run_id=run.run_id))
         return run
 
     def before_target_write(self, job_run: JobRun) -> Callable[[], object]:
@@ -356,7 +365,7 @@ class _Steps:
 
 def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSession,
              engine: DeltaEngine, connections: Connections, params: Mapping[str, str],
-             workflow: WorkflowRun) -> Recovery | None:
+             workflow: WorkflowRun, events: RunEvents) -> Recovery | None:
     """Settle the job's ``last`` run if it did not succeed (see the module docstring).
 
     A replay takes the last run's arguments; one recorded masked (it held a secret) is
@@ -370,8 +379,10 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
         discard_unlanded(last, databases=databases)
         if last.status == "failed":
             return None
-        store.record_run(dataclasses.replace(last, status="aborted",
-                                             ended_at=datetime.now(UTC), recovery="aborted"))
+        aborted = dataclasses.replace(last, status="aborted", ended_at=datetime.now(UTC),
+                                      recovery="aborted")
+        store.record_run(aborted)
+        events.emit(aborted)
         return Recovery(last.run_id, last.run_seq, "aborted")
     bookmarks, files = store.run_plan(spec.name, last.run_seq)
     by_context: dict[str, list[ListedFile]] = defaultdict(list)
@@ -386,14 +397,14 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
                 for k, v in last.arguments.items() if k not in ("bookmark_from", "bookmark_to")}
     options = BookmarkOptions.parse(spec.name, last.mode)
     _execute(spec, identity, replayed, options, store, spark, engine, connections,
-             recovery="replayed")
+             recovery="replayed", events=events)
     return Recovery(last.run_id, last.run_seq, "replayed")
 
 
-def _session(settings: Settings, spec: JobSpec, spark: SparkSession | None) -> SparkSession:
+def _session(settings: Settings, spec: JobSpec, conf: Mapping[str, str]) -> SparkSession:
     from framework.spark import spark_session
 
-    return spark or spark_session(settings, app_name=f"deltamark {spec.name}")
+    return spark_session(settings, app_name=f"deltamark {spec.name}", conf=conf)
 
 
 def _engine(settings: Settings, spark: SparkSession) -> DeltaEngine:

@@ -56,7 +56,7 @@ def run_job(job: str, ti: Any = None, dag_run: Any = None) -> None:
                f"--workflow-run-id={dag_run.run_id}",
                *(f"--arg={k}={v}" for k, v in args.items()),
                *(f"--run-property={k}={v}" for k, v in properties.items())]
-    state, report = _run(command, spec["timeout_minutes"])
+    state, report = _run(command, spec["timeout_minutes"], _lineage_parent(ti))
     ti.xcom_push("deltamark", {"state": state, "run_id": report.get("run_id"),
                                "properties": report.get("properties") or {},
                                "ended_at": datetime.now(UTC).isoformat()})
@@ -80,12 +80,27 @@ def _describe(trigger: dict[str, Any]) -> str:
     return f"({joined})" if len(trigger["conditions"]) > 1 else joined
 
 
-def _run(command: list[str], timeout_minutes: float | None) -> tuple[str, dict[str, Any]]:
-    """Run ``deltamark run`` in its own process group within its time limit: its state and
-    its JSON report (the last line of its output)."""
+def _lineage_parent(ti: Any) -> dict[str, str]:
+    """With Airflow's OpenLineage provider, the task's run as the OpenLineage parent of
+    the job's run (as the provider's macros name it for Spark and dbt jobs)."""
+    try:
+        from airflow.providers.openlineage.plugins import macros
+    except ImportError:
+        return {}
+    found = {"OPENLINEAGE_PARENT_ID": macros.lineage_parent_id(ti)}
+    if hasattr(macros, "lineage_root_parent_id"):
+        found["OPENLINEAGE_ROOT_PARENT_ID"] = macros.lineage_root_parent_id(ti)
+    return found
+
+
+def _run(command: list[str], timeout_minutes: float | None,
+         env: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """Run ``deltamark run`` in its own process group within its time limit, with ``env``
+    added to the environment: its state and its JSON report (the last line of its
+    output)."""
     print("running:", " ".join(command), flush=True)
     process = subprocess.Popen(command, cwd=WORKDIR, stdout=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, env={**os.environ, **env})
     try:
         out, _ = process.communicate(timeout=timeout_minutes * 60 if timeout_minutes else None)
         code = process.returncode  # a signal: negative, or 128 + N from a deltamark server

@@ -30,6 +30,7 @@ from typing import IO, Literal
 
 from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
+from framework.lineage import Lineage, Parent, parent_env
 from framework.server import Server, ServerProcess, driver_memory, find_server, private_server
 from framework.state_io import open_store
 from framework.workflows import control
@@ -166,8 +167,28 @@ class _Run:
         self.reused = reused
         self.children: set[ServerProcess] = set()
         self.stopping = False
+        #: where its lineage events go (None: nowhere), and what its jobs' runs are told
+        self.lineage = Lineage.configured(settings)
+        self.parent = Parent.from_env() if self.lineage else None
+        self.env = dict(os.environ) if self.lineage is None else {
+            **os.environ, **parent_env(self.lineage.child(workflow.name, self.id, self.parent))}
 
     def go(self) -> WorkflowReport:
+        """Run the workflow's jobs as their triggers fire, until none can."""
+        self._lineage("START")
+        try:
+            report = self._go()
+        except BaseException:
+            self._lineage("FAIL")
+            raise
+        self._lineage("COMPLETE" if report.succeeded else "FAIL")
+        return report
+
+    def _lineage(self, state: Literal["START", "COMPLETE", "FAIL"]) -> None:
+        if self.lineage is not None:
+            self.lineage.workflow_run(self.workflow.name, self.id, state, parent=self.parent)
+
+    def _go(self) -> WorkflowReport:
         running: set[Future[WorkflowNode]] = set()
         with control.run_slot(self.settings, self.workflow, self.id), self._server() as server, \
                 ThreadPoolExecutor(max_workers=self.workflow.max_concurrency) as pool:
@@ -290,7 +311,7 @@ class _Run:
         with (open(os.devnull) as stdin, tempfile.TemporaryFile("w+") as stdout,
               tempfile.TemporaryFile("w+") as stderr):
             try:
-                process = server.run(command, env=os.environ, cwd=os.getcwd(),
+                process = server.run(command, env=self.env, cwd=os.getcwd(),
                                      stdin=stdin.fileno(), stdout=stdout.fileno(),
                                      stderr=stderr.fileno())
             except ServerError as exc:
