@@ -17,9 +17,9 @@ def metrics(
         "--output", "-o", help="Write to this file instead (replaced whole, so that a "
         "node exporter's text-file collector never reads half of it).")] = None,
 ) -> None:
-    """Print every job's Prometheus metrics, as ``deltamark ui`` serves them at
-    ``/metrics``: for a node exporter's text-file collector (for example from cron,
-    ``deltamark metrics -o /var/lib/node_exporter/deltamark.prom``). No JVM."""
+    """Print every job's Prometheus metrics, as deltamark ui serves them at /metrics: for
+    a node exporter's text-file collector (from cron, for example: deltamark metrics -o
+    /var/lib/node_exporter/deltamark.prom). No JVM."""
     from framework.metrics import Metrics
 
     with library_errors(ctx):
