@@ -5,6 +5,7 @@ prometheus_client's parser."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import uuid
 from datetime import UTC, datetime
@@ -91,12 +92,21 @@ class Endpoint:
         return found
 
 
+@pytest.fixture(autouse=True)
+def own_environment():
+    """No OPENLINEAGE variable before a test, and none left after it: the client writes its
+    configuration into the environment (OPENLINEAGE__TRANSPORT__...), which would send
+    every later test's runs to an endpoint that is gone."""
+    before = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("OPENLINEAGE")}
+    yield
+    for name in [k for k in os.environ if k.startswith("OPENLINEAGE")]:
+        del os.environ[name]
+    os.environ.update(before)
+
+
 @pytest.fixture
 def endpoint(monkeypatch):
     found = Endpoint()
-    for name in ("OPENLINEAGE_CONFIG", "OPENLINEAGE_DISABLED", "OPENLINEAGE_PARENT_ID",
-                 "OPENLINEAGE_ROOT_PARENT_ID", "OPENLINEAGE_CONTEXT"):
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("OPENLINEAGE_URL", found.url)
     monkeypatch.setenv("OPENLINEAGE_NAMESPACE", "shop")
     yield found
@@ -239,18 +249,20 @@ def test_sparks_own_listener_gets_the_deltamark_run_as_its_parent(ws, tmp_path):
     assert any(e["eventType"] == "COMPLETE" and e["outputs"] for e in spark)
 
 
-def test_lineage_is_off_unless_configured_and_a_dead_endpoint_fails_no_run(ws, monkeypatch,
-                                                                         tmp_path):
-    monkeypatch.chdir(tmp_path)  # no openlineage.yml here
-    for name in [n for n in list(__import__("os").environ) if n.startswith("OPENLINEAGE")]:
-        monkeypatch.delenv(name)
+def test_lineage_is_off_unless_configured_and_a_dead_endpoint_fails_no_run(
+        ws, monkeypatch, tmp_path, caplog):
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert lineage.Lineage.configured(ws.settings) is None
-    monkeypatch.setenv("OPENLINEAGE_URL", "http://127.0.0.1:9")  # nothing listens there
+    assert lineage.Lineage.configured(ws.settings) is None  # nothing configured here
+    # an openlineage.yml in the working directory, naming an endpoint nothing listens on
+    Path("openlineage.yml").write_text(yaml.safe_dump({"transport": {
+        "type": "http", "url": "http://127.0.0.1:9", "timeout": 1,
+        "retry": {"total": 0, "connect": 0, "read": 0}}}))
     assert lineage.Lineage.configured(ws.settings) is not None
     ws.declare()
     ws.land()
     assert ws.run("copy").status == "succeeded"
+    assert "the OpenLineage START event of copy was not sent" in caplog.text
     monkeypatch.setenv("OPENLINEAGE_DISABLED", "true")
     assert lineage.Lineage.configured(ws.settings) is None
 
