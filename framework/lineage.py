@@ -223,9 +223,6 @@ class Lineage:
                      or DEFAULT_NAMESPACE)
         return cls(OpenLineageClient(), namespace)
 
-    def job(self, name: str) -> RunRef:
-        return RunRef(self.namespace, name, "")
-
     def spark_conf(self, job: str, run_id: str, parent: Parent | None) -> dict[str, str]:
         """The settings that give Spark's OpenLineage listener the run as its parent."""
         run = RunRef(self.namespace, job, run_uuid(run_id))
@@ -362,6 +359,10 @@ class RunEvents:
         """This process's: ``Lineage.configured``, the parent from the environment."""
         sender = Lineage.configured(settings)
         return cls(sender, Parent.from_env() if sender else None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.sender is not None
 
     def emit(self, run: Run, datasets: RunDatasets | None = None,
              quality: Sequence[DqResult] = ()) -> None:

@@ -325,7 +325,7 @@ class _Steps:
         """Record the run in ``status``, then send its lineage event."""
         run, plan = self._progress(job_run, status, error)
         self._write(run, *plan)
-        if self.events.sender is not None:
+        if self.events.enabled:  # what the event says costs reads: only when it is sent
             self.events.emit(run, job_run.datasets(), () if status == "running" else
                              self.store.dq_results(run.job, run_id=run.run_id))
         return run
