@@ -318,6 +318,11 @@ def test_metrics_scrape_and_say_each_jobs_last_run_backlog_and_rules(ws):
     out = ws.root / "deltamark.prom"
     printed = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "metrics", "-o", str(out)])
     assert printed.exit_code == 0, printed.output
+    assert out.stat().st_mode & 0o777 == 0o644  # a node exporter's collector reads it
     families = {f.name for f in text_string_to_metric_families(out.read_text())}
     assert {"deltamark_job_last_run_status", "deltamark_source_backlog_files",
             "deltamark_dq_rule_failed"} <= families
+    nowhere = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "metrics", "-o",
+                                       str(ws.root / "no" / "such.prom")])
+    assert nowhere.exit_code == 1
+    assert "cannot write" in nowhere.output and "such.prom" in nowhere.output

@@ -30,7 +30,12 @@ def metrics(
     if output is None:
         typer.echo(text.decode(), nl=False)
         return
-    with tempfile.NamedTemporaryFile("wb", dir=output.parent, prefix=".deltamark-",
-                                     suffix=".prom", delete=False) as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, output)
+    try:
+        with tempfile.NamedTemporaryFile("wb", dir=output.parent, prefix=".deltamark-",
+                                         suffix=".prom", delete=False) as tmp:
+            tmp.write(text)
+        os.chmod(tmp.name, 0o644)  # a collector running as another user reads it
+        os.replace(tmp.name, output)
+    except OSError as exc:
+        typer.echo(f"error: cannot write {output}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(1) from None
