@@ -459,7 +459,9 @@ class JobRun:
 
     def datasets(self) -> RunDatasets:
         """What this run read and wrote, as its lineage events name them."""
+        reads = self.plan.reads.values()
         return dataclasses.replace(
-            self._datasets, started=dict(self.plan.started),
-            states={r.context: None if r.state is None else encode(r.state)
-                    for r in self.plan.reads.values()})
+            self._datasets,
+            started={r.context: self.plan.started.get(r.context, (r.kind, None))
+                     for r in reads},
+            states={r.context: None if r.state is None else encode(r.state) for r in reads})

@@ -53,6 +53,9 @@ PRODUCER = f"https://pypi.org/project/deltamark/{__version__}/"
 FACETS_SCHEMA = Path(__file__).with_name("lineage_facets.json")
 FACETS_SCHEMA_URL = "https://pypi.org/project/deltamark/lineage_facets.json"
 DEFAULT_NAMESPACE = "deltamark"
+#: the port a database listens on when its JDBC URL names none
+DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306, "mariadb": 3306, "sqlserver": 1433,
+                 "oracle": 1521}
 #: an event's state for each run status it is emitted for
 EVENT_TYPES = {"running": "START", "succeeded": "COMPLETE", "failed": "FAIL",
                "aborted": "ABORT"}
@@ -163,16 +166,21 @@ class Dataset:
     def in_database(cls, connection: Connection, table: str,
                     schema: StructType | None = None) -> Dataset:
         """A database table: ``postgres://host:port`` + ``database.schema.table`` (the
-        schema ``public`` when the name has none); SQLite: ``sqlite`` + the file's path
-        and the table."""
-        if connection.dialect == "sqlite":
+        schema ``public`` when the name has none), ``mysql://host:port`` +
+        ``database.table``, others as their JDBC URL names the server; SQLite: ``sqlite``
+        + the file's path and the table."""
+        dialect = connection.dialect
+        if dialect == "sqlite":
             where = connection.url.removeprefix("jdbc:sqlite:")
             return cls("sqlite", f"{Path(where).absolute()}.{table}", _fields(schema))
         parsed = urlparse(connection.url.removeprefix("jdbc:"))
+        scheme = {"postgresql": "postgres"}.get(dialect, dialect)
+        port = parsed.port or DEFAULT_PORTS.get(scheme)
+        server = f"{scheme}://{parsed.hostname}" + (f":{port}" if port else "")
         database = parsed.path.strip("/")
-        qualified = table if "." in table else f"public.{table}"
-        return cls(f"{parsed.scheme}://{parsed.hostname}:{parsed.port or 5432}",
-                   f"{database}.{qualified}", _fields(schema))
+        if scheme == "postgres" and "." not in table:
+            table = f"public.{table}"
+        return cls(server, f"{database}.{table}" if database else table, _fields(schema))
 
     def with_schema(self, schema: StructType | None) -> Dataset:
         return Dataset(self.namespace, self.name, _fields(schema))

@@ -283,6 +283,30 @@ def test_a_parent_is_named_as_dbt_ol_and_airflow_name_it(environ, said):
         assert lineage.Parent.from_env(lineage.parent_env(parent)) == parent
 
 
+@pytest.mark.parametrize(("url", "table", "named"), [
+    ("jdbc:postgresql://db.example:6543/shop", "orders", ("postgres://db.example:6543",
+                                                         "shop.public.orders")),
+    ("jdbc:postgresql://db.example/shop?ssl=true", "sales.orders",
+     ("postgres://db.example:5432", "shop.sales.orders")),
+    ("jdbc:mysql://127.0.0.1/shop", "orders", ("mysql://127.0.0.1:3306", "shop.orders")),
+    ("jdbc:sqlite:/data/shop.sqlite", "customers", ("sqlite", "/data/shop.sqlite.customers")),
+])
+def test_database_datasets_are_named_as_openlineage_names_them(url, table, named):
+    from framework.jdbc import Connection
+
+    assert _named(lineage.Dataset.in_database(Connection(url), table).__dict__) == named
+
+
+@pytest.mark.parametrize(("path", "named"), [
+    ("s3://lake/bronze/orders/", ("s3://lake", "bronze/orders")),
+    ("s3a://lake/bronze/orders", ("s3://lake", "bronze/orders")),
+    ("file:///data/landing", ("file", "/data/landing")),
+    ("/data/landing", ("file", "/data/landing")),
+])
+def test_paths_are_named_as_openlineage_names_them(path, named):
+    assert _named(lineage.Dataset.at_path(path).__dict__) == named
+
+
 def test_metrics_scrape_and_say_each_jobs_last_run_backlog_and_rules(ws):
     from framework.ui.app import create_app
 
