@@ -3,12 +3,14 @@
 # - S3Proxy from Maven Central (a Java S3 server holding 100,000+ objects, tests/s3.py);
 # - OpenLineage's Spark listener from Maven Central (tests/test_lineage.py);
 # - Apache Airflow 3 from PyPI in a virtualenv of its own (.venv/airflow: Airflow's
-#   dependencies stay apart from deltamark's), for the Airflow export's tests (~40 s once);
+#   dependencies stay apart from deltamark's), with its OpenLineage provider, for the
+#   Airflow export's tests (~40 s once);
 # - Debian's Chromium, which the operations page's browser tests drive, and rsync, which
 #   copies a landing tree in as users do (both need root or sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 AIRFLOW_VERSION=3.3.2
+AIRFLOW_OPENLINEAGE_VERSION=2.20.3  # its provider: the parent a task hands its deltamark run
 S3PROXY_VERSION=2.6.0  # tests/s3.py names the same
 OPENLINEAGE_SPARK_VERSION=1.53.0  # tests/test_lineage.py names the same
 tools=.venv/share/deltamark/test-tools
@@ -22,10 +24,12 @@ if [ ! -e "$tools/openlineage-spark_2.13-$OPENLINEAGE_SPARK_VERSION.jar" ]; then
     -Dartifact="io.openlineage:openlineage-spark_2.13:$OPENLINEAGE_SPARK_VERSION" \
     -DoutputDirectory="$tools"
 fi
-if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION"; then
+if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION" ||
+   ! .venv/airflow/bin/pip show -q "apache-airflow-providers-openlineage" 2>/dev/null; then
   .venv/bin/python -m venv .venv/airflow
   .venv/airflow/bin/python -m pip install --quiet --disable-pip-version-check \
-    "apache-airflow==$AIRFLOW_VERSION"
+    "apache-airflow==$AIRFLOW_VERSION" \
+    "apache-airflow-providers-openlineage==$AIRFLOW_OPENLINEAGE_VERSION"
 fi
 packages=()
 [ -x /usr/bin/chromium ] || packages+=(chromium)
