@@ -6,6 +6,7 @@ import datetime as dt
 import pytest
 
 from framework import admin, humanize
+from framework.sources import Backlog
 
 
 @pytest.mark.parametrize(("n_bytes", "said"), [
@@ -73,3 +74,16 @@ def test_stretches_of_skipped_items_fold_within_their_group():
 def test_workflow_job_states_set_the_nothing_new_apart():
     assert humanize.job_states({"SUCCEEDED": 3}, 2) == "1 SUCCEEDED, 2 nothing new"
     assert humanize.job_states({"FAILED": 1, "SKIPPED": 2}) == "1 FAILED, 2 SKIPPED"
+
+
+@pytest.mark.parametrize(("backlog", "said"), [
+    (Backlog(3, "file", bytes=12_300), "3 files (12.3 KB)"),
+    (Backlog(1, "file", bytes=900), "1 file (900 bytes)"),
+    (Backlog(0, "file", bytes=0), "0 files"),
+    (Backlog(2, "version"), "2 versions"),
+    (Backlog(1, "row", exact=False), "new rows"),
+    (Backlog(0, "row", exact=False), "no new rows"),
+    (Backlog(40, "message", exact=False), "about 40 messages"),
+])
+def test_a_backlog_is_said_in_words(backlog, said):
+    assert str(backlog) == said and bool(backlog) == (backlog.count > 0)
