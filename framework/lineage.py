@@ -34,7 +34,8 @@ from urllib.parse import urlparse
 
 from framework import __version__, humanize, storage
 from framework.config import Settings
-from framework.sinks import target_of
+from framework.errors import one_line
+from framework.sinks import written
 from state_tables.model import DqResult, Run
 
 if TYPE_CHECKING:
@@ -313,15 +314,13 @@ class Lineage:
                         severity="warn" if r.policy == "warn" else "error",
                         actual=None if r.observed is None else str(r.observed))
                         for r in checked])
-            output = run.outputs.get(target, {})
-            written = (target_of(target, output=output).written(output)
-                       if output.get("written") and not output.get("rolled_back") else None)
+            figures = written(target, run.outputs.get(target, {}))
             found.append(OutputDataset(
                 dataset.namespace, dataset.name, facets=facets,
-                outputFacets={} if written is None else {
+                outputFacets={} if figures is None else {
                     "outputStatistics": stats.OutputStatisticsOutputDatasetFacet(
-                        rowCount=written.rows, size=written.bytes,
-                        fileCount=written.files)}))
+                        rowCount=figures.rows, size=figures.bytes,
+                        fileCount=figures.files)}))
         return found
 
     def _emit(self, state: str, job: str, run_id: str, job_type: str, when: datetime,
@@ -352,7 +351,7 @@ class Lineage:
             self.client.emit(event)
         except Exception as exc:  # noqa: BLE001 - lineage never fails a run: said, not raised
             log.warning("the OpenLineage %s event of %s was not sent: %s", state, job,
-                        str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                        one_line(exc))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ rule set: the rules that failed in the newest run that evaluated it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -22,13 +22,13 @@ from framework import preflight
 from framework.config import Settings
 from framework.jdbc import settings_connections
 from framework.job_config import job_names
-from framework.sinks import target_of
+from framework.sinks import written
 from framework.sources import Backlog
 from framework.state_io import open_store
 from state_tables.model import Run
 from state_tables.store import StateStore
 
-__all__ = ["CONTENT_TYPE", "RUN_STATUSES", "Metrics"]
+__all__ = ["CONTENT_TYPE", "RUN_STATUSES", "Metrics", "failures_in_a_row"]
 
 #: the exposition format ``exposition`` writes
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -84,13 +84,9 @@ class Metrics:
             runs = ran.get(job, [])
             if runs:
                 self._figures(families, job, runs[-1])
-            failures = 0
-            for run in reversed(runs):
-                if run.status != "failed":
-                    break
-                failures += 1
             families.set("job_failures_in_a_row", "Failed runs since the job's last run that "
-                         f"did not fail (counted up to {RECENT_RUNS})", failures, job=job)
+                         f"did not fail (counted up to {RECENT_RUNS})",
+                         failures_in_a_row(runs), job=job)
             success = _last_success(store, job, runs)
             if success is not None:
                 ended = (success.ended_at or success.started_at).timestamp()
@@ -114,9 +110,8 @@ class Metrics:
                     families.add(f"job_last_run_{name}_read", f"{name.capitalize()} read {of}",
                                  int(counts[name]), job=job)
         for target, output in run.outputs.items():
-            if not output.get("written") or output.get("rolled_back"):
+            if (figures := written(target, output)) is None:
                 continue
-            figures = target_of(target, output=output).written(output)
             for name in ("rows", "files", "bytes"):
                 if (value := getattr(figures, name)) is not None:
                     families.add(f"job_last_run_{name}_written", f"{name.capitalize()} "
@@ -155,6 +150,16 @@ class Metrics:
             families.add("dq_rules_failed", "Rules of the rule set that failed in the newest "
                          "run that evaluated it", failed, job=job, ruleset=result.ruleset,
                          target=result.target)
+
+
+def failures_in_a_row(runs: Sequence[Run]) -> int:
+    """How many of ``runs`` (oldest first) failed since the last one that did not."""
+    failures = 0
+    for run in reversed(runs):
+        if run.status != "failed":
+            break
+        failures += 1
+    return failures
 
 
 def _last_success(store: StateStore, job: str, runs: list[Run]) -> Run | None:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from framework.delta import log
 from framework.sinks import jdbc, parquet
 from framework.sinks.delta import DeltaTarget
-from framework.sinks.target import Target
+from framework.sinks.target import Target, Written
 from state_tables.model import RunOutput
 
-__all__ = ["Target", "target_of"]
+__all__ = ["Target", "Written", "target_of", "written"]
 
 
 def target_of(key: str, *, output: RunOutput | None = None,
@@ -26,3 +26,11 @@ def target_of(key: str, *, output: RunOutput | None = None,
     if output or log.is_table(key):
         return DeltaTarget(key)
     return parquet.ParquetTarget(key)
+
+
+def written(key: str, output: RunOutput) -> Written | None:
+    """What a run's commit put in target ``key``, from its entry ``output`` in
+    ``Run.outputs``; None when the run left nothing there (no write, or rolled back)."""
+    if not output.get("written") or output.get("rolled_back"):
+        return None
+    return target_of(key, output=output).written(output)

@@ -15,6 +15,7 @@ from framework.config import Settings
 from framework.errors import DeltamarkError
 from framework.jdbc import settings_connections
 from framework.job_config import job_names
+from framework.metrics import failures_in_a_row
 from framework.state_io import open_store
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
 from framework.workflows.history import WorkflowRunSummary, workflow_runs
@@ -47,11 +48,7 @@ def overview(settings: Settings) -> dict[str, Any]:
         runs = by_job.get(name, [])
         last = newest.get(name)
         succeeded = [r for r in runs if r.status == "succeeded"]
-        failures = 0
-        for run in reversed(runs):
-            if run.status != "failed":
-                break
-            failures += 1
+        failures = failures_in_a_row(runs)
         jobs.append({
             "job": name,
             "last_status": last.status if last else None,
