@@ -412,16 +412,17 @@ class VersionNotFoundError(DeltaTableError):
 
 
 class UnsupportedTableFeatureError(DeltaTableError):
-    """The embedded path cannot honour a table feature, so it refuses to read or write."""
+    """The embedded path cannot honour a table feature in use, so it refuses to read or
+    write the table."""
 
     def __init__(self, path: str, features: Sequence[str], *, writing: bool = False):
         self.features = tuple(features)
-        verb, role = ("Write", "writer") if writing else ("Read", "reader")
+        verb = "Write" if writing else "Read"
         super().__init__(
             path,
-            f"uses {', '.join(self.features)}, which the embedded (delta-rs) {role} cannot "
-            f"honour. {verb} it with the native path (delta: native, with Delta's jars on "
-            "the Spark session).",
+            f"uses {', '.join(self.features)}, which the embedded path cannot "
+            f"{verb.lower()}. {verb} it with the native path (delta: native, with Delta's "
+            "jars on the Spark session).",
         )
 
 

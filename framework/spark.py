@@ -221,6 +221,16 @@ def to_arrow(df: DataFrame) -> pa.Table:
                                  schema=to_arrow_schema(df.schema))
 
 
+def from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:
+    """An Arrow table built on the driver as a DataFrame (``createDataFrame``)."""
+    if at_least("4.0"):
+        return spark.createDataFrame(table)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    rows = list(zip(*(column.to_pylist() for column in table.columns), strict=True))
+    return spark.createDataFrame(rows, from_arrow_schema(table.schema))
+
+
 def try_cast(column: str, to: DataType | str) -> Column:
     """The column named by ``column`` (as ``F.col`` reads it) cast to ``to`` (a type or its
     SQL name), NULL where a value does not convert (``Column.try_cast``; SQL's

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
@@ -103,6 +104,15 @@ def exists(uri: str) -> bool:
     """Whether there is a file (or directory) at ``uri``."""
     fs, path, _ = filesystem(uri)
     return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def modified(uri: str) -> datetime | None:
+    """When the file at ``uri`` was last modified (UTC), or None when there is none."""
+    fs, path, _ = filesystem(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound or info.mtime is None:
+        return None
+    return info.mtime.astimezone(UTC)
 
 
 def footprint(uri: str) -> tuple[int, int]:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -237,17 +238,41 @@ def test_missing_table_is_a_clear_error(engine, tmp_path):
     assert "no Delta table there" in str(error.value)
 
 
-@pytest.mark.parametrize("configuration, feature", [
-    ({"delta.enableDeletionVectors": "true"}, "deletionVectors"),
-    ({"delta.columnMapping.mode": "name"}, "columnMapping"),
-])
-def test_embedded_refuses_features_it_cannot_honour(spark, tmp_path, configuration, feature):
+@pytest.mark.parametrize("configuration", [
+    {"delta.enableDeletionVectors": "true"}, {"delta.columnMapping.mode": "name"}])
+def test_embedded_reads_tables_with_features_it_honours(spark, tmp_path, configuration):
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({"a": [1, 2]}), configuration=configuration)
+    assert sorted_rows(delta_engine(spark, mode="embedded").read(path)) == [(1,), (2,)]
+
+
+@pytest.mark.parametrize("widened", [False, True], ids=["enabled", "in use"])
+def test_embedded_refuses_only_a_feature_in_use_it_cannot_honour(spark, tmp_path, widened):
+    """Type widening merely enabled reads; a column whose type was widened (its older files
+    hold the narrower type) is refused, naming the feature, the column and the way out."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": pa.array([1, 2], pa.int64())}))
+    entry = path / "_delta_log" / "00000000000000000000.json"
+    actions = [json.loads(line) for line in entry.read_text().splitlines()]
+    for action in actions:
+        if "protocol" in action:
+            action["protocol"] = {"minReaderVersion": 3, "minWriterVersion": 7,
+                                  "readerFeatures": ["typeWidening"],
+                                  "writerFeatures": ["typeWidening"]}
+        if "metaData" in action and widened:
+            schema = json.loads(action["metaData"]["schemaString"])
+            schema["fields"][0]["metadata"] = {"delta.typeChanges": [
+                {"fromType": "integer", "toType": "long"}]}
+            action["metaData"]["schemaString"] = json.dumps(schema)
+    entry.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    engine = delta_engine(spark, mode="embedded")
+    if not widened:
+        assert sorted_rows(engine.read(str(path))) == [(1,), (2,)]
+        return
     with pytest.raises(UnsupportedTableFeatureError) as error:
-        delta_engine(spark, mode="embedded").read(path)
-    assert any(f.startswith(feature) for f in error.value.features)
-    assert "native" in str(error.value)
+        engine.read(str(path))
+    assert error.value.features == ("typeWidening (column a)",)
+    assert "embedded path cannot read. Read it with the native path" in str(error.value)
 
 
 def spark_made_table(spark, path, columns, *constraints, properties=""):
@@ -330,23 +355,25 @@ def test_embedded_refuses_to_write_what_it_would_write_wrong(engine, spark, tmp_
     assert len(commits(path)) == 1  # the creation only
 
 
-def test_embedded_refuses_data_files_outside_partition_directories(spark, tmp_path):
-    path = tmp_path / "t"  # as another writer would lay it out: written here, then edited
-    engine = delta_engine(spark, mode="embedded")
-    engine.write(orders(spark, 6), str(tmp_path / "written"), partition_by=["k"])
+def test_data_files_outside_partition_directories_are_read_by_the_log(engine, spark,
+                                                                       tmp_path):
+    """Partition values come from the log: files another writer placed outside ``col=value``
+    directories (as delta-spark does for tables with column mapping) read right."""
+    path = tmp_path / "t"
+    delta_engine(spark, mode="embedded").write(orders(spark, 6), str(tmp_path / "written"),
+                                               partition_by=["k"])
     shutil.copytree(tmp_path / "written", path)
     log_file = path / "_delta_log" / "00000000000000000000.json"
     moved = []
     for line in log_file.read_text().splitlines():
         action = json.loads(line)
         if "add" in action:
-            name = os.path.basename(action["add"]["path"])
+            name = f"{uuid.uuid4().hex}.parquet"
             shutil.move(str(path / action["add"]["path"]), str(path / name))
             action["add"]["path"] = name
         moved.append(json.dumps(action))
     log_file.write_text("\n".join(moved) + "\n")
-    with pytest.raises(UnsupportedTableFeatureError, match="Hive-style"):
-        engine.read(str(path))
+    assert sorted_rows(engine.read(str(path))) == sorted_rows(orders(spark, 6))
 
 
 @pytest.mark.spark  # starts Spark in a process of its own

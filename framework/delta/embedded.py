@@ -33,15 +33,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.engine import DeltaEngine, PlainWriteMode, spark_schema
-from framework.delta.log import AppTransaction, NewFile, Snapshot
+from framework.delta.engine import DeltaEngine, PlainWriteMode, check_present
+from framework.delta.files import FileRead, read_files, spark_schema
+from framework.delta.log import AppTransaction, NewFile, Snapshot, VersionChange
 from framework.errors import (
+    ChangesUnavailableError,
     ConstraintViolationError,
     DeltaTableError,
     UnsupportedTableFeatureError,
@@ -49,10 +53,10 @@ from framework.errors import (
 from framework.spark import temporary_conf, to_arrow
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["EmbeddedEngine", "read_data_files"]
+__all__ = ["EmbeddedEngine"]
 
 STAGING_DIR = "_deltamark_staging"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -70,16 +74,29 @@ class EmbeddedEngine(DeltaEngine):
              timestamp: dt.datetime | str | None = None, filters: Sequence[F.Filter] = ()
              ) -> DataFrame:
         snap = log.snapshot(storage.absolute(path), version=version, timestamp=timestamp)
-        if unsupported := snap.unsupported_features():
-            raise UnsupportedTableFeatureError(path, unsupported)
         schema = spark_schema(snap.schema_json)
         filters = F.check(filters, schema.fieldNames(), where=f"Delta table {path}")
-        files = [f.path for f in snap.files if F.file_may_match(f, filters)]
-        df = read_data_files(self.spark, path, snap, files)
+        deleted = (log.deleted_rows(snap.path, snap.version)
+                   if "deletionVectors" in snap.reader_features else {})
+        df = read_files(self.spark, path, snap, [
+            FileRead(f.path, f.partition_values, "but" if f.path in deleted else "all",
+                     deleted.get(f.path))
+            for f in snap.files if F.file_may_match(f, filters)])
         return df.where(F.to_column(filters)) if filters else df
 
-    def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
-        return read_data_files(self.spark, path, snap, files)
+    def _read_change_feed(self, path: str, snap: Snapshot, *, after: int) -> DataFrame:
+        # Read from the log's add, remove and cdc actions by Spark's tasks, as Delta does:
+        # a commit's cdc files when it wrote some, else its added files as inserts and its
+        # removed files as deletes; a changed deletion vector deletes the rows it adds.
+        if snap.version > after and not log.change_feed_on(path, after + 1):
+            raise ChangesUnavailableError(
+                path, f"its Change Data Feed was off at version {after + 1}, so the changes "
+                "after it are not recorded. Reset the reading context to reload the table in "
+                "full.")
+        reads = [read for change in log.changes(path, after=after, to=snap.version)
+                 for read in _change_reads(path, change)]
+        check_present(path, reads, after=after)
+        return read_files(self.spark, path, snap, reads, changes=True)
 
     def can_write(self, path: str) -> bool:
         """Whether this path writes the table ``path`` (absent: it would create it) as
@@ -146,18 +163,33 @@ class EmbeddedEngine(DeltaEngine):
                               user_metadata=metadata)
 
 
-def read_data_files(spark: SparkSession, path: str, snap: Snapshot,
-                    files: Sequence[str]) -> DataFrame:
-    """Some data files of ``snap`` as a DataFrame with the table's schema (partition
-    columns parsed from their ``col=value`` directories)."""
-    schema = spark_schema(snap.schema_json)
-    if not files:
-        return spark.createDataFrame([], schema)
-    _check_hive_layout(path, snap, files)
-    reader = spark.read.schema(schema)
-    if snap.partition_columns:
-        reader = reader.option("basePath", snap.path)
-    return reader.parquet(*files).select(*[f"`{c}`" for c in schema.fieldNames()])
+def _change_reads(path: str, change: VersionChange) -> Iterator[FileRead]:
+    """The files to read for one commit's changes, with the rows each contributes."""
+    when = (change.version, change.timestamp)
+    if change.cdc:
+        for cdc in change.cdc:
+            yield FileRead(cdc.path, cdc.partition_values, change=(None, *when))
+        return
+    now = (log.deleted_rows(path, change.version)
+           if any(f.deletion_vector for f in change.added) else {})
+    before = (log.deleted_rows(path, change.version - 1)
+              if any(f.deletion_vector for f in change.removed) else {})
+    removed = {f.path for f in change.removed}
+    for add in change.added:
+        if add.path in removed:  # the same file, more of its rows deleted
+            fresh = now.get(add.path, pa.array([], pa.int64()))
+            if add.path in before:
+                fresh = fresh.filter(pc.invert(pc.is_in(fresh, value_set=before[add.path])))
+            yield FileRead(add.path, add.partition_values, "only", fresh,
+                           change=("delete", *when))
+        else:
+            yield FileRead(add.path, add.partition_values, "but" if add.path in now else "all",
+                           now.get(add.path), change=("insert", *when))
+    for gone in change.removed:
+        if gone.path not in {f.path for f in change.added}:
+            yield FileRead(gone.path, gone.partition_values,
+                           "but" if gone.path in before else "all", before.get(gone.path),
+                           change=("delete", *when))
 
 
 #: what a row breaking a constraint fails the write with (Spark's raise_error)
@@ -224,19 +256,6 @@ def _not_null(fields: Sequence[Any], parent: tuple[str, ...] = ()
             yield path
         if isinstance(field.dataType, StructType):
             yield from _not_null(field.dataType.fields, path)
-
-
-def _check_hive_layout(path: str, snap: Snapshot, files: Sequence[str]) -> None:
-    """Spark parses partition values from ``col=value`` directories: require that layout."""
-    if not snap.partition_columns:
-        return
-    expected = [f"{c}=" for c in snap.partition_columns]
-    for file in files:
-        parts = file.removeprefix(snap.path.rstrip("/") + "/").split("/")[: len(expected)]
-        if len(parts) < len(expected) or not all(
-                p.startswith(e) for p, e in zip(parts, expected, strict=True)):
-            raise UnsupportedTableFeatureError(
-                path, [f"data files outside Hive-style partition directories ({file})"])
 
 
 def _new_staging_dir(fs: pafs.FileSystem, base: str, txn: AppTransaction | None) -> str:

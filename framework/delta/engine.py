@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -12,13 +11,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
+from framework.delta.files import FileRead, read_files, spark_schema
 from framework.delta.filters import Filter
 from framework.delta.log import AppTransaction, Commit, Snapshot
 from framework.errors import (
     ChangesUnavailableError,
     DeltaTableError,
     SchemaMismatchError,
-    UnsupportedTableFeatureError,
     VersionNotFoundError,
 )
 
@@ -26,12 +25,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["DeltaEngine", "WriteMode", "WriteResult", "spark_schema"]
+__all__ = ["DeltaEngine", "WriteMode", "WriteResult", "check_present"]
 
 WriteMode = Literal["append", "overwrite", "merge"]
 #: what ``_write`` does: a merge into a new table is an append
 PlainWriteMode = Literal["append", "overwrite"]
 
+CHANGE_FEED = "delta.enableChangeDataFeed"
 _GONE = ("the history after version {after} is no longer there ({detail}). Reset the "
          "reading context to reload the table in full, or run once with --bookmark disable.")
 
@@ -155,7 +155,7 @@ class DeltaEngine(ABC):
 
     def read_changes(self, path: str, *, after: int, to: int,
                      change_feed: bool | None = None) -> DataFrame:
-        """What versions ``after + 1`` to ``to`` changed.
+        """What versions ``after + 1`` to ``to`` changed, read by Spark's tasks.
 
         With the Change Data Feed (``change_feed=None``: when the table has
         ``delta.enableChangeDataFeed=true``): every inserted, updated and deleted row, with
@@ -166,41 +166,39 @@ class DeltaEngine(ABC):
         Raises:
             ChangesUnavailableError: rows changed without a Change Data Feed, or the log
                 entries or data files of the range are gone (log retention, VACUUM).
+            UnsupportedTableFeatureError: the range needs a feature this path cannot read.
         """
         snap = log.snapshot(path, version=to)
-        if change_feed is None:
-            change_feed = snap.configuration.get("delta.enableChangeDataFeed") == "true"
+        feed_on = snap.configuration.get(CHANGE_FEED) == "true"
         try:
-            if change_feed:
-                return self._read_change_feed(path, after=after, to=to)
+            if change_feed or (change_feed is None and feed_on):
+                return self._read_change_feed(path, snap, after=after)
             changes = log.changes(path, after=after, to=to)
         except VersionNotFoundError as exc:
             raise ChangesUnavailableError(path, _GONE.format(after=after, detail=exc)) from exc
         if rewrites := [c for c in changes if c.rewrote]:
             listed = ", ".join(f"v{c.version} {c.operation}" for c in rewrites)
+            way = ("Read the table with change_feed=True (its Change Data Feed is on)"
+                   if feed_on else "Enable it (delta.enableChangeDataFeed=true)")
             raise ChangesUnavailableError(
                 path, f"{listed} changed existing rows, which only a Change Data Feed can "
-                "report. Enable it (delta.enableChangeDataFeed=true), or reload in full.")
-        if unsupported := snap.unsupported_features():
-            # The files alone do not give the rows; only the Change Data Feed would.
-            raise UnsupportedTableFeatureError(path, unsupported)
-        files = [f for c in changes for f in c.added]
-        if gone := [f for f in files if not storage.exists(f)]:
-            raise ChangesUnavailableError(path, _GONE.format(
-                after=after, detail=f"{len(gone)} data files removed, e.g. {gone[0]} (VACUUM)"))
-        return self._read_added_files(path, snap, files)
+                f"report. {way}, or reload in full.")
+        reads = [FileRead(f.path, f.partition_values) for c in changes for f in c.added]
+        check_present(path, reads, after=after)
+        return self._read_appended(path, snap, reads)
 
-    def _read_change_feed(self, path: str, *, after: int, to: int) -> DataFrame:
-        # delta-rs reads the feed on the driver (fine for increments, not for backfills).
-        from pyspark.sql.pandas.types import from_arrow_schema
-
-        changes = log.change_feed(path, after=after, to=to)
-        return self.spark.createDataFrame(changes.to_pandas(),
-                                          schema=from_arrow_schema(changes.schema))
+    def _read_appended(self, path: str, snap: Snapshot, reads: Sequence[FileRead]
+                       ) -> DataFrame:
+        """The rows of files appended to the table, with its schema at ``snap``."""
+        return read_files(self.spark, path, snap, reads)
 
     @abstractmethod
-    def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
-        """These data files of the table, with its schema at ``snap``."""
+    def _read_change_feed(self, path: str, snap: Snapshot, *, after: int) -> DataFrame:
+        """The Change Data Feed of versions ``after + 1`` to ``snap.version``.
+
+        Raises:
+            VersionNotFoundError, ChangesUnavailableError, UnsupportedTableFeatureError
+        """
 
     def version(self, path: str) -> int | None:
         """The latest table version, or None when there is no table."""
@@ -213,6 +211,13 @@ class DeltaEngine(ABC):
     def transaction_version(self, path: str, app_id: str) -> int | None:
         """The highest app-transaction version committed by ``app_id``, if any."""
         return log.transaction_version(path, app_id)
+
+
+def check_present(path: str, reads: Sequence[FileRead], *, after: int) -> None:
+    """Raise ChangesUnavailableError when a data file to read is gone (VACUUM)."""
+    if gone := [r.path for r in reads if not storage.exists(r.path)]:
+        raise ChangesUnavailableError(path, _GONE.format(
+            after=after, detail=f"{len(gone)} data files removed, e.g. {gone[0]} (VACUUM)"))
 
 
 def _check_merge_keys(path: str, df: DataFrame, keys: tuple[str, ...]) -> None:
@@ -319,10 +324,3 @@ def _shape(data_type: DataType) -> Any:
         return [strip(v) for v in node] if isinstance(node, list) else node
 
     return strip(data_type.jsonValue())
-
-
-def spark_schema(schema_json: str) -> StructType:
-    """A Delta schema (its JSON) as Spark's ``StructType``."""
-    from pyspark.sql.types import StructType
-
-    return StructType.fromJson(json.loads(schema_json))

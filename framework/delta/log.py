@@ -47,6 +47,7 @@ __all__ = [
     "AppTransaction",
     "Commit",
     "DataFile",
+    "FileAction",
     "NewFile",
     "Snapshot",
     "Upkeep",
@@ -54,15 +55,17 @@ __all__ = [
     "add_columns",
     "added",
     "append_rows",
-    "change_feed",
+    "change_feed_on",
     "changes",
     "check_path",
     "commit_files",
     "delete_all",
+    "deleted_rows",
     "forget_open_tables",
     "history",
     "is_table",
     "merge_rows",
+    "physical_names",
     "query",
     "read_newest",
     "read_rows",
@@ -76,6 +79,8 @@ __all__ = [
 
 # Reader features whose meaning lives in the log only; delta-rs resolves them for us.
 LOG_ONLY_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"})
+# Column mapping: a column's name in the data files, in its schema field's metadata.
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
 # Every commit deltamark makes carries this key, so it can find its own version afterwards.
 WRITE_ID_KEY = "deltamarkWriteId"
 
@@ -124,12 +129,16 @@ class Snapshot:
     reader_features: frozenset[str] = field(default_factory=frozenset)
     configuration: Mapping[str, str | None] = field(default_factory=dict)
 
+    @property
+    def column_mapping(self) -> str:
+        """The column mapping mode: ``none``, ``name`` or ``id``."""
+        return self.configuration.get("delta.columnMapping.mode") or "none"
+
     def unsupported_features(self) -> list[str]:
         """Features that change how data files must be read, so Parquet alone is wrong."""
         found = sorted(self.reader_features - LOG_ONLY_READER_FEATURES)
-        mapping = self.configuration.get("delta.columnMapping.mode") or "none"
-        if mapping != "none" and "columnMapping" not in found:
-            found.append(f"columnMapping ({mapping})")
+        if self.column_mapping != "none" and "columnMapping" not in found:
+            found.append(f"columnMapping ({self.column_mapping})")
         return found
 
 
@@ -145,18 +154,34 @@ class Commit:
 
 
 @dataclass(frozen=True)
+class FileAction:
+    """A data file as one commit's ``add``, ``remove`` or ``cdc`` action names it."""
+
+    path: str  # absolute local path or URI
+    partition_values: Mapping[str, str | None]  # by column name, in Delta's string form
+    deletion_vector: bool = False  # some of its rows are deleted by a deletion vector
+
+
+@dataclass(frozen=True)
 class VersionChange:
     """What one commit did to a table's data.
 
-    ``added``: absolute paths of the data files it added as new data; ``rewrote``: it
-    removed data (delete, update, merge, overwrite). A compaction adds and removes files
-    without changing data, so it shows as neither.
+    ``added`` and ``removed``: the files it added or removed as data changes (a compaction
+    adds and removes files without changing data, so it shows as neither); ``cdc``: the
+    change-feed files it wrote; ``timestamp``: the commit's time (UTC).
     """
 
     version: int
     operation: str
-    added: tuple[str, ...]
-    rewrote: bool
+    timestamp: datetime | None
+    added: tuple[FileAction, ...]
+    removed: tuple[FileAction, ...] = ()
+    cdc: tuple[FileAction, ...] = ()
+
+    @property
+    def rewrote(self) -> bool:
+        """It removed data (delete, update, merge, overwrite)."""
+        return bool(self.removed)
 
 
 #: what delta-rs takes, in a table's path, for an escaped character (``%41`` is ``A``)
@@ -356,6 +381,7 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
     Raises:
         VersionNotFoundError: a log entry in the range is gone (log retention).
     """
+    names = physical_names(_open(path, to).schema().to_json())
     found = []
     for version in range(after + 1, to + 1):
         entry = storage.read_bytes(_log_entry(path, version))
@@ -365,11 +391,56 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
         actions = [json.loads(line) for line in entry.splitlines() if line.strip()]
         info: dict[str, Any] = next(
             (a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        added = tuple(storage.join(path, unquote(a["add"]["path"])) for a in actions
-                      if "add" in a and a["add"].get("dataChange", True))
-        rewrote = any("remove" in a and a["remove"].get("dataChange", True) for a in actions)
-        found.append(VersionChange(version, info.get("operation", ""), added, rewrote))
+        # The commit's time as Delta's change feed gives it: the in-commit timestamp, else
+        # the log entry's modification time, in milliseconds.
+        when = (datetime.fromtimestamp(info["inCommitTimestamp"] / 1000, UTC)
+                if "inCommitTimestamp" in info else storage.modified(_log_entry(path, version)))
+        if when is not None:
+            when = when.replace(microsecond=when.microsecond // 1000 * 1000)
+
+        added, removed, cdc = (_file_actions(path, actions, kind, names)
+                               for kind in ("add", "remove", "cdc"))
+        found.append(VersionChange(version, info.get("operation", ""), when, added, removed,
+                                   cdc))
     return found
+
+
+def _file_actions(path: str, actions: Sequence[Mapping[str, Any]], kind: str,
+                  names: Mapping[str, str]) -> tuple[FileAction, ...]:
+    """The files a commit's ``kind`` actions (add, remove, cdc) name as data changes;
+    partition values by column name (``names``: physical to logical, column mapping)."""
+    return tuple(
+        FileAction(storage.join(path, unquote(a[kind]["path"])),
+                   {names.get(k, k): v for k, v in (a[kind].get("partitionValues") or {}).items()},
+                   bool(a[kind].get("deletionVector")))
+        # cdc files say dataChange false: they are not the table's data
+        for a in actions if kind in a and (kind == "cdc" or a[kind].get("dataChange", True)))
+
+
+def change_feed_on(path: str, version: int) -> bool:
+    """Whether the table had its Change Data Feed on at ``version``."""
+    configuration = _open(path, version).metadata().configuration
+    return configuration.get("delta.enableChangeDataFeed") == "true"
+
+
+def physical_names(schema_json: str) -> dict[str, str]:
+    """The top-level columns' names in the data files (column mapping), to their names."""
+    return {field["metadata"][PHYSICAL_NAME]: field["name"]
+            for field in json.loads(schema_json)["fields"]
+            if PHYSICAL_NAME in (field.get("metadata") or {})}
+
+
+def deleted_rows(path: str, version: int) -> dict[str, pa.Array]:
+    """The row indexes (int64) that deletion vectors delete at ``version``, by data file
+    (its absolute path, as ``Snapshot.files`` and ``changes`` give it)."""
+    table = _open(path, version)
+    root = table.table_uri.rstrip("/") + "/"
+    vectors = pa.table(table.deletion_vectors())
+    return {
+        storage.join(path, unquote(uri.removeprefix(root))):
+            pc.indices_nonzero(pc.invert(keep.values)).cast(pa.int64())
+        for uri, keep in zip(vectors["filepath"].to_pylist(),
+                             vectors["selection_vector"].combine_chunks(), strict=True)}
 
 
 @dataclass(frozen=True)
@@ -395,32 +466,6 @@ def added(path: str, version: int) -> Added | None:
     rows = [s.get("numRecords") for s in stats]
     return Added(files=len(adds), bytes=sum(int(a.get("size", 0)) for a in adds),
                  rows=None if None in rows else sum(rows))
-
-
-def change_feed(path: str, *, after: int, to: int) -> pa.Table:
-    """Rows changed in versions ``after + 1`` to ``to`` from the Change Data Feed, with
-    ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
-    try:
-        feed = _open(path).load_cdf(starting_version=after + 1, ending_version=to)
-        changes = pa.RecordBatchReader.from_stream(feed).read_all()
-        # delta-rs gives the commit time without a zone; it is UTC (Delta's timestamp).
-        return changes.cast(pa.schema([
-            f.with_type(pa.timestamp("us", tz="UTC")) if f.name == "_commit_timestamp"
-            else f.with_type(_plain_type(f.type)) for f in changes.schema]))
-    except DeltaError as exc:
-        raise errors.VersionNotFoundError(path, f"changes after version {after}",
-                                          str(exc)) from exc
-
-
-def _plain_type(arrow_type: pa.DataType) -> pa.DataType:
-    """Types Spark takes from Arrow, for the view and unsigned types delta-rs emits."""
-    if pa.types.is_string_view(arrow_type):
-        return pa.string()
-    if pa.types.is_binary_view(arrow_type):
-        return pa.binary()
-    if pa.types.is_unsigned_integer(arrow_type):
-        return pa.int64()
-    return arrow_type
 
 
 def table_version(path: str) -> int | None:

@@ -11,8 +11,14 @@ from typing import TYPE_CHECKING, Any
 from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.embedded import read_data_files
-from framework.delta.engine import DeltaEngine, PlainWriteMode, spark_schema
+from framework.delta.engine import DeltaEngine, PlainWriteMode
+from framework.delta.files import (
+    FileRead,
+    file_key,
+    spark_file_key,
+    spark_schema,
+    unreadable,
+)
 from framework.delta.log import AppTransaction, Snapshot
 from framework.spark import quoted, temporary_conf
 
@@ -62,12 +68,25 @@ class NativeEngine(DeltaEngine):
             df = df.where(F.to_column(F.check(filters, df.columns, where=path)))
         return df
 
-    def _read_change_feed(self, path: str, *, after: int, to: int) -> DataFrame:
+    def _read_change_feed(self, path: str, snap: Snapshot, *, after: int) -> DataFrame:
+        # Delta's own reader: deletion vectors, column mapping, every change it records.
         return (self.spark.read.format("delta").option("readChangeFeed", "true")
-                .option("startingVersion", after + 1).option("endingVersion", to).load(path))
+                .option("startingVersion", after + 1).option("endingVersion", snap.version)
+                .load(storage.absolute(path)))
 
-    def _read_added_files(self, path: str, snap: Snapshot, files: Sequence[str]) -> DataFrame:
-        return read_data_files(self.spark, path, snap, files)
+    def _read_appended(self, path: str, snap: Snapshot, reads: Sequence[FileRead]
+                       ) -> DataFrame:
+        if not unreadable(snap):  # Parquet reads of the appended files only
+            return super()._read_appended(path, snap, reads)
+        # Delta's reader for what Parquet and the log cannot say (a widened type, a
+        # variant): the table at the range's end, kept to the appended files' rows.
+        from pyspark.sql import functions as F
+
+        df = (self.spark.read.format("delta").option("versionAsOf", snap.version)
+              .load(storage.absolute(path)))
+        appended = spark_file_key(F.col("_metadata.file_path")).isin(
+            [file_key(r.path) for r in reads])
+        return df.where(appended) if reads else df.limit(0)
 
     def _write(self, df: DataFrame, path: str, *, mode: PlainWriteMode,
                current: Snapshot | None, schema: StructType, partitions: tuple[str, ...],

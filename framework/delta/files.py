@@ -1,0 +1,274 @@
+"""A Delta table's data files read by Spark's tasks, with the meaning the log gives them.
+
+Spark's Parquet reader moves the rows, in parallel; the log says what they mean:
+
+- partition values come from the log: a table with column mapping keeps its files under
+  random prefixes, not ``col=value`` directories;
+- with column mapping, the files name columns (nested ones too) by their physical names:
+  they are read by those and renamed;
+- the rows a deletion vector deletes are left out (``_metadata.row_index``);
+- change-feed entries carry their commit's version, time and change type.
+
+A plain table (Hive-style partitions, no column mapping, no deletion vector in the files
+read) is read as a Parquet data set, partition values parsed from its directories.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+
+from framework import storage
+from framework.delta.log import PHYSICAL_NAME, Snapshot
+from framework.errors import UnsupportedTableFeatureError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = ["CHANGE_COLUMNS", "FileRead", "file_key", "read_files", "spark_file_key",
+           "spark_schema", "unreadable"]
+
+#: the columns a change-feed read adds, after the table's
+CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+
+
+@dataclass(frozen=True)
+class FileRead:
+    """One data file to read, and which of its rows come out.
+
+    ``rows``: all of them, all ``but`` the row indexes in ``indexes`` (a deletion vector),
+    or ``only`` those. ``change``: for a change-feed read, the change type (None: the
+    file's own ``_change_type`` column, as in a ``cdc`` file), commit version and time.
+    """
+
+    path: str
+    partition_values: Mapping[str, Any]
+    rows: Literal["all", "but", "only"] = "all"
+    indexes: pa.Array | None = None
+    change: tuple[str | None, int, dt.datetime | None] | None = field(default=None)
+
+
+def spark_schema(schema_json: str) -> StructType:
+    """A Delta schema (its JSON) as Spark's ``StructType``."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(json.loads(schema_json))
+
+
+#: reader features ``read_files`` honours, or refuses only where the schema uses them
+_HONOURED = frozenset({"deletionVectors", "columnMapping", "typeWidening", "variantType"})
+
+
+def unreadable(snap: Snapshot) -> list[str]:
+    """What of ``snap``'s table ``read_files`` cannot honour: a feature it does not know,
+    a column whose type was widened (its files hold the narrower type) or a variant column;
+    a feature merely enabled is no obstacle."""
+    found = [f for f in snap.unsupported_features()
+             if f not in _HONOURED and not f.startswith("columnMapping")]
+    for name, field_ in _fields(json.loads(snap.schema_json)["fields"]):
+        if (field_.get("metadata") or {}).get("delta.typeChanges"):
+            found.append(f"typeWidening (column {name})")
+        if "variant" in json.dumps(field_["type"]):
+            found.append(f"variantType (column {name})")
+    return found
+
+
+def _fields(fields: Sequence[Mapping[str, Any]], parent: str = ""
+            ) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every field of a schema (its JSON), nested ones under their dotted names."""
+    for field_ in fields:
+        name = f"{parent}{field_['name']}"
+        yield name, field_
+        kind = field_["type"]
+        while isinstance(kind, dict) and kind.get("type") in ("array", "map"):
+            kind = kind.get("elementType", kind.get("valueType"))
+        if isinstance(kind, dict) and kind.get("type") == "struct":
+            yield from _fields(kind["fields"], f"{name}.")
+
+
+def read_files(spark: SparkSession, path: str, snap: Snapshot, files: Sequence[FileRead],
+               *, changes: bool = False) -> DataFrame:
+    """The rows of ``files`` with ``snap``'s schema (and ``CHANGE_COLUMNS`` when
+    ``changes``), read by Spark's tasks.
+
+    Raises:
+        UnsupportedTableFeatureError: a reader feature Parquet plus the log cannot honour.
+    """
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    if unknown := unreadable(snap):
+        raise UnsupportedTableFeatureError(path, unknown)
+    schema = spark_schema(snap.schema_json)
+    if changes:
+        schema = StructType([*schema.fields, StructField("_change_type", StringType()),
+                             StructField("_commit_version", LongType()),
+                             StructField("_commit_timestamp", TimestampType())])
+    if not files:
+        return spark.createDataFrame([], schema)
+    if not changes and all(f.rows == "all" for f in files) and _plain(snap, files):
+        reader = spark.read.schema(schema)
+        if snap.partition_columns:
+            reader = reader.option("basePath", snap.path)
+        return (reader.parquet(*dict.fromkeys(f.path for f in files))
+                .select(*[_column(c) for c in schema.fieldNames()]))
+    return _read_with_log(spark, snap, files, schema, changes=changes)
+
+
+def _plain(snap: Snapshot, files: Sequence[FileRead]) -> bool:
+    """Whether Spark's Parquet data source alone reads ``files`` right: no column mapping,
+    partition values in ``col=value`` directories."""
+    if snap.column_mapping != "none":
+        return False
+    if not snap.partition_columns:
+        return True
+    expected = [f"{c}=" for c in snap.partition_columns]
+    for file in files:
+        parts = file.path.removeprefix(snap.path.rstrip("/") + "/").split("/")[: len(expected)]
+        if len(parts) < len(expected) or not all(
+                p.startswith(e) for p, e in zip(parts, expected, strict=True)):
+            return False
+    return True
+
+
+def _read_with_log(spark: SparkSession, snap: Snapshot, files: Sequence[FileRead],
+                   schema: StructType, *, changes: bool) -> DataFrame:
+    """One Parquet scan of the files' physical columns, joined with what the log says of
+    each file (a small broadcast table: partition values, change columns, row selection)
+    and with the row indexes that deletion vectors select."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    table = spark_schema(snap.schema_json)
+    partitions = set(snap.partition_columns)
+    data = [f for f in table.fields if f.name not in partitions]
+    read_schema = StructType([StructField(_physical(f), _nullable(f.dataType, physical=True))
+                              for f in data])
+    if changes:  # cdc files carry the change type; data files have no such column
+        read_schema.add("_change_type", StringType())
+    selecting = any(f.rows != "all" for f in files)
+    scan = spark.read.schema(read_schema).parquet(*dict.fromkeys(f.path for f in files))
+    scan = scan.select(
+        *[F.col(_quote(_physical(f))).cast(_nullable(f.dataType, physical=False))
+          .alias(f.name) for f in data],
+        *([F.col("_change_type").alias("_file_change_type")] if changes else []),
+        spark_file_key(F.col("_metadata.file_path")).alias("_file"),
+        *([F.col("_metadata.row_index").alias("_row")] if selecting else []))
+
+    entries = StructType([StructField("_file", StringType()), StructField("_entry", LongType()),
+                          StructField("_rows", StringType()),
+                          *[StructField(f"_part_{i}", StringType())
+                            for i, _ in enumerate(snap.partition_columns)],
+                          StructField("_entry_change_type", StringType()),
+                          StructField("_entry_version", LongType()),
+                          StructField("_entry_time", TimestampType())])
+    described = spark.createDataFrame([
+        (file_key(f.path), i, f.rows,
+         *[_partition_text(f.partition_values.get(c)) for c in snap.partition_columns],
+         *(f.change or (None, None, None)))
+        for i, f in enumerate(files)], entries)
+    rows = scan.join(F.broadcast(described), "_file")
+    if selecting:
+        rows = _selected(spark, rows, files)
+    columns: list[Column] = []
+    for field_ in schema.fields:
+        if field_.name in partitions:
+            part = f"_part_{snap.partition_columns.index(field_.name)}"
+            columns.append(F.col(part).cast(field_.dataType).alias(field_.name))
+        elif field_.name == "_change_type":
+            columns.append(F.coalesce("_entry_change_type", "_file_change_type")
+                           .alias("_change_type"))
+        elif field_.name == "_commit_version":
+            columns.append(F.col("_entry_version").alias("_commit_version"))
+        elif field_.name == "_commit_timestamp":
+            columns.append(F.col("_entry_time").alias("_commit_timestamp"))
+        else:
+            columns.append(_column(field_.name))
+    return rows.select(*columns)
+
+
+def _selected(spark: SparkSession, rows: DataFrame, files: Sequence[FileRead]) -> DataFrame:
+    """``rows`` less those a ``but`` entry leaves out, and of an ``only`` entry only those
+    it names."""
+    from pyspark.sql import functions as F
+
+    from framework.spark import from_arrow
+
+    listed = [(i, f.indexes) for i, f in enumerate(files)
+              if f.rows != "all" and f.indexes is not None and len(f.indexes)]
+    no_rows = pa.array([], pa.int64())
+    vectors = pa.table({
+        "_listed_entry": pa.chunked_array([pa.repeat(pa.scalar(i, pa.int64()), len(a))
+                                           for i, a in listed] or [no_rows]),
+        "_listed_row": pa.chunked_array([a for _, a in listed] or [no_rows])})
+    joined = rows.join(from_arrow(spark, vectors).withColumn("_listed", F.lit(True)),
+                       (F.col("_entry") == F.col("_listed_entry"))
+                       & (F.col("_row") == F.col("_listed_row")), "left")
+    listed_row = F.col("_listed").isNotNull()
+    return joined.where((F.col("_rows") == "all") | ((F.col("_rows") == "but") & ~listed_row)
+                        | ((F.col("_rows") == "only") & listed_row))
+
+
+def _physical(field_: Any) -> str:
+    return str((field_.metadata or {}).get(PHYSICAL_NAME, field_.name))
+
+
+def _nullable(data_type: DataType, *, physical: bool) -> DataType:
+    """``data_type`` with every nested field nullable (as Spark reads files), named as in
+    the data files (``physical``) or as in the table."""
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(data_type, StructType):
+        return StructType([
+            StructField(_physical(f) if physical else f.name,
+                        _nullable(f.dataType, physical=physical), True)
+            for f in data_type.fields])
+    if isinstance(data_type, ArrayType):
+        return ArrayType(_nullable(data_type.elementType, physical=physical), True)
+    if isinstance(data_type, MapType):
+        return MapType(_nullable(data_type.keyType, physical=physical),
+                       _nullable(data_type.valueType, physical=physical), True)
+    return data_type
+
+
+def file_key(path: str) -> str:
+    """A data file's path without scheme and authority: what ``spark_file_key`` makes of
+    the path Spark reports for it."""
+    if storage.is_local(path):
+        return storage.absolute(path)
+    return "/" + path.split("://", 1)[1].split("/", 1)[1]
+
+
+def spark_file_key(file_path: Column) -> Column:
+    """``_metadata.file_path`` (a URI, percent-encoded by Hadoop's ``Path.toUri``) as
+    ``file_key`` gives it: decoded, a literal ``+`` kept, scheme and authority dropped."""
+    from pyspark.sql import functions as F
+
+    decoded = F.call_function("url_decode", F.regexp_replace(file_path, r"\+", "%2B"))
+    return F.regexp_replace(decoded, r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?", "")
+
+
+def _partition_text(value: Any) -> str | None:
+    """A partition value in Delta's string form (the log's, or delta-rs's typed one)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _quote(name: str) -> str:
+    return f"`{name.replace('`', '``')}`"
+
+
+def _column(name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(_quote(name))
