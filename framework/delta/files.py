@@ -17,22 +17,24 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import unquote
 
 import pyarrow as pa
 
 from framework import storage
 from framework.delta.log import PHYSICAL_NAME, Snapshot
-from framework.errors import UnsupportedTableFeatureError
+from framework.errors import DeltaTableError, UnsupportedTableFeatureError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["CHANGE_COLUMNS", "FileRead", "file_key", "read_files", "spark_file_key",
-           "spark_schema", "unreadable"]
+__all__ = ["CHANGE_COLUMNS", "FileRead", "read_files", "spark_names", "spark_schema",
+           "unreadable"]
 
 #: the columns a change-feed read adds, after the table's
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -117,7 +119,7 @@ def read_files(spark: SparkSession, path: str, snap: Snapshot, files: Sequence[F
             reader = reader.option("basePath", snap.path)
         return (reader.parquet(*dict.fromkeys(f.path for f in files))
                 .select(*[_column(c) for c in schema.fieldNames()]))
-    return _read_with_log(spark, snap, files, schema, changes=changes)
+    return _read_with_log(spark, path, snap, files, schema, changes=changes)
 
 
 def _plain(snap: Snapshot, files: Sequence[FileRead]) -> bool:
@@ -136,7 +138,7 @@ def _plain(snap: Snapshot, files: Sequence[FileRead]) -> bool:
     return True
 
 
-def _read_with_log(spark: SparkSession, snap: Snapshot, files: Sequence[FileRead],
+def _read_with_log(spark: SparkSession, path: str, snap: Snapshot, files: Sequence[FileRead],
                    schema: StructType, *, changes: bool) -> DataFrame:
     """One Parquet scan of the files' physical columns, joined with what the log says of
     each file (a small broadcast table: partition values, change columns, row selection)
@@ -152,12 +154,14 @@ def _read_with_log(spark: SparkSession, snap: Snapshot, files: Sequence[FileRead
     if changes:  # cdc files carry the change type; data files have no such column
         read_schema.add("_change_type", StringType())
     selecting = any(f.rows != "all" for f in files)
-    scan = spark.read.schema(read_schema).parquet(*dict.fromkeys(f.path for f in files))
+    paths = list(dict.fromkeys(f.path for f in files))
+    scan = spark.read.schema(read_schema).parquet(*paths)
+    named = spark_names(path, scan, paths)
     scan = scan.select(
         *[F.col(_quote(_physical(f))).cast(_nullable(f.dataType, physical=False))
           .alias(f.name) for f in data],
         *([F.col("_change_type").alias("_file_change_type")] if changes else []),
-        spark_file_key(F.col("_metadata.file_path")).alias("_file"),
+        F.col("_metadata.file_path").alias("_file"),
         *([F.col("_metadata.row_index").alias("_row")] if selecting else []))
 
     entries = StructType([StructField("_file", StringType()), StructField("_entry", LongType()),
@@ -168,11 +172,16 @@ def _read_with_log(spark: SparkSession, snap: Snapshot, files: Sequence[FileRead
                           StructField("_entry_version", LongType()),
                           StructField("_entry_time", TimestampType())])
     described = spark.createDataFrame([
-        (file_key(f.path), i, f.rows,
+        (name, i, f.rows,
          *[_partition_text(f.partition_values.get(c)) for c in snap.partition_columns],
          *(f.change or (None, None, None)))
-        for i, f in enumerate(files)], entries)
-    rows = scan.join(F.broadcast(described), "_file")
+        for i, f in enumerate(files) for name in named[f.path]], entries)
+    rows = scan.join(F.broadcast(described), "_file", "left")
+    # A row of no listed file would be a naming mismatch: fail rather than drop it.
+    rows = rows.where(F.when(F.col("_entry").isNull(), F.raise_error(F.concat(
+        F.lit(f"Delta table {path}: Spark named a data file apart from its listing ("),
+        F.col("_file"), F.lit("); nothing was read. Report this to deltamark."))))
+        .otherwise(F.lit(True)))
     if selecting:
         rows = _selected(spark, rows, files)
     columns: list[Column] = []
@@ -236,21 +245,28 @@ def _nullable(data_type: DataType, *, physical: bool) -> DataType:
     return data_type
 
 
-def file_key(path: str) -> str:
-    """A data file's path without scheme and authority: what ``spark_file_key`` makes of
-    the path Spark reports for it."""
-    if storage.is_local(path):
+def spark_names(path: str, df: DataFrame, files: Iterable[str]) -> dict[str, list[str]]:
+    """How Spark may name each of ``files`` in ``df``, a read of them: Hadoop's
+    percent-encoded URI, as ``inputFiles`` lists it and as ``_metadata.file_path`` gives it
+    (``file:///x`` in one is ``file:/x`` in the other).
+
+    Raises:
+        DeltaTableError: Spark does not list one of them (its rows would be lost).
+    """
+    wanted = {_key(f): f for f in files}
+    named = {wanted[key]: [uri, re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*):///", r"\1:/", uri)]
+             for uri in df.inputFiles() if (key := _key(uri)) in wanted}
+    if missing := [f for f in wanted.values() if f not in named]:
+        raise DeltaTableError(path, f"Spark does not list the data file {missing[0]} it "
+                              "reads; nothing was read. Report this to deltamark.")
+    return named
+
+
+def _key(path: str) -> str:
+    """A file's path, decoded, without scheme and authority (``s3://b/k`` is ``/k``)."""
+    if storage.is_local(path) and not path.startswith("file:"):
         return storage.absolute(path)
-    return "/" + path.split("://", 1)[1].split("/", 1)[1]
-
-
-def spark_file_key(file_path: Column) -> Column:
-    """``_metadata.file_path`` (a URI, percent-encoded by Hadoop's ``Path.toUri``) as
-    ``file_key`` gives it: decoded, a literal ``+`` kept, scheme and authority dropped."""
-    from pyspark.sql import functions as F
-
-    decoded = F.call_function("url_decode", F.regexp_replace(file_path, r"\+", "%2B"))
-    return F.regexp_replace(decoded, r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?", "")
+    return unquote(re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?", "", path))
 
 
 def _partition_text(value: Any) -> str | None:

@@ -14,8 +14,7 @@ from framework.delta import log
 from framework.delta.engine import DeltaEngine, PlainWriteMode
 from framework.delta.files import (
     FileRead,
-    file_key,
-    spark_file_key,
+    spark_names,
     spark_schema,
     unreadable,
 )
@@ -84,9 +83,11 @@ class NativeEngine(DeltaEngine):
 
         df = (self.spark.read.format("delta").option("versionAsOf", snap.version)
               .load(storage.absolute(path)))
-        appended = spark_file_key(F.col("_metadata.file_path")).isin(
-            [file_key(r.path) for r in reads])
-        return df.where(appended) if reads else df.limit(0)
+        if not reads:
+            return df.limit(0)
+        named = spark_names(path, df, [r.path for r in reads])
+        return df.where(F.col("_metadata.file_path").isin(
+            [name for names in named.values() for name in names]))
 
     def _write(self, df: DataFrame, path: str, *, mode: PlainWriteMode,
                current: Snapshot | None, schema: StructType, partitions: tuple[str, ...],

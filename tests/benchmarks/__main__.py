@@ -1,8 +1,8 @@
 """Run the benchmarks, each in its own process (its own Spark session and JVM):
 
-    python -m tests.benchmarks [delta_io] [state_store] [state_size] [incremental_files]
-                               [files_scale] [s3_files] [noop] [workflow] [jdbc]
-                               [relationalize] [quality] [ui]
+    python -m tests.benchmarks [delta_io] [delta_changes] [state_store] [state_size]
+                               [incremental_files] [files_scale] [s3_files] [noop]
+                               [workflow] [jdbc] [relationalize] [quality] [ui]
 
 Exits 1 if any of them failed to run (a missed target is printed, not an error).
 """
@@ -10,8 +10,9 @@ Exits 1 if any of them failed to run (a missed target is printed, not an error).
 import subprocess
 import sys
 
-BENCHMARKS = ("delta_io", "state_store", "state_size", "incremental_files", "files_scale",
-              "s3_files", "noop", "workflow", "jdbc", "relationalize", "quality", "ui")
+BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "incremental_files",
+              "files_scale", "s3_files", "noop", "workflow", "jdbc", "relationalize", "quality",
+              "ui")
 
 failed = [name for name in sys.argv[1:] or BENCHMARKS
           if subprocess.run([sys.executable, "-m", f"tests.benchmarks.bench_{name}"]).returncode]
