@@ -392,6 +392,31 @@ def test_a_delta_source_and_a_parquet_target_on_s3(ws, bucket, spark):
         100, 101, 102, 200, 201, 202]
 
 
+def test_a_change_feed_on_s3_is_read_by_spark_s_tasks_on_the_embedded_path(bucket, spark):
+    """The change feed of a partitioned table on S3 (partition values with a space and a
+    '+'): its cdc and data files named as Spark names them on S3A, each row once."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from framework.delta import delta_engine
+
+    upstream = f"{bucket}/feed"
+    options = storage.delta_options(upstream)
+    write_deltalake(upstream, pa.table({"id": pa.array([1, 2, 3], pa.int64()),
+                                        "p": ["a b+c", "a b+c", "d"]}),
+                    partition_by=["p"], configuration={"delta.enableChangeDataFeed": "true"},
+                    storage_options=options)
+    table = DeltaTable(upstream, storage_options=options)
+    table.update(updates={"id": "20"}, predicate="id = 2")
+    table.delete("id = 3")
+    write_deltalake(upstream, pa.table({"id": pa.array([4], pa.int64()), "p": ["a b+c"]}),
+                    mode="append", storage_options=options)
+    changes = delta_engine(spark, mode="embedded").read_changes(upstream, after=0, to=3)
+    assert sorted((r._change_type, r.id, r.p, r._commit_version) for r in changes.collect()) == [
+        ("delete", 3, "d", 2), ("insert", 4, "a b+c", 3),
+        ("update_postimage", 20, "a b+c", 1), ("update_preimage", 2, "a b+c", 1)]
+
+
 def test_a_glue_script_reads_and_writes_s3_paths(bucket, tmp_path, spark):
     """jobs/glue_orders.py with ``connection_options={"paths": ["s3://..."]}`` sources,
     S3 targets (Parquet and Delta) and its state on S3: each file is read once."""

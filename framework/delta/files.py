@@ -253,20 +253,20 @@ def spark_names(path: str, df: DataFrame, files: Iterable[str]) -> dict[str, lis
     Raises:
         DeltaTableError: Spark does not list one of them (its rows would be lost).
     """
-    wanted = {_key(f): f for f in files}
-    named = {wanted[key]: [uri, re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*):///", r"\1:/", uri)]
-             for uri in df.inputFiles() if (key := _key(uri)) in wanted}
+    wanted = {_without_scheme(f): f for f in files}
+    named = {wanted[key]: sorted({uri, re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*):///", r"\1:/", uri)})
+             for uri in df.inputFiles() if (key := unquote(_without_scheme(uri))) in wanted}
     if missing := [f for f in wanted.values() if f not in named]:
         raise DeltaTableError(path, f"Spark does not list the data file {missing[0]} it "
                               "reads; nothing was read. Report this to deltamark.")
     return named
 
 
-def _key(path: str) -> str:
-    """A file's path, decoded, without scheme and authority (``s3://b/k`` is ``/k``)."""
+def _without_scheme(path: str) -> str:
+    """A local path, or a URI without scheme and authority (``s3://b/k`` is ``/k``)."""
     if storage.is_local(path) and not path.startswith("file:"):
         return storage.absolute(path)
-    return unquote(re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?", "", path))
+    return re.sub(r"^[A-Za-z][A-Za-z0-9+.-]*:(//[^/]*)?", "", path)
 
 
 def _partition_text(value: Any) -> str | None:
