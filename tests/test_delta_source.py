@@ -70,6 +70,18 @@ def test_rewrites_without_a_change_feed_are_an_error(ws, source):
     assert ws.store.bookmarks("copy")[0].state["version"] == 0
 
 
+def test_a_rewrite_read_without_the_feed_that_is_on_says_to_read_the_feed(spark, tmp_path):
+    path = str(tmp_path / "upstream")
+    append(path, [1, 2], configuration={"delta.enableChangeDataFeed": "true"})
+    DeltaTable(path).delete("id = 1")
+    with pytest.raises(ChangesUnavailableError) as error:
+        delta_engine(spark, mode="embedded").read_changes(path, after=0, to=1,
+                                                          change_feed=False)
+    assert "v1 DELETE changed existing rows" in str(error.value)
+    assert "Read the table with change_feed=True (its Change Data Feed is on)" in str(
+        error.value)
+
+
 @pytest.mark.compat
 def test_change_data_feed_gives_inserts_updates_and_deletes(ws, source):
     append(source, [1, 2, 3], configuration={"delta.enableChangeDataFeed": "true"})
