@@ -78,6 +78,8 @@ class EmbeddedEngine(DeltaEngine):
         filters = F.check(filters, schema.fieldNames(), where=f"Delta table {path}")
         deleted = (log.deleted_rows(snap.path, snap.version)
                    if "deletionVectors" in snap.reader_features else {})
+        if stray := set(deleted) - {f.path for f in snap.files}:
+            raise _vector_mismatch(path, stray)
         df = read_files(self.spark, path, snap, [
             FileRead(f.path, f.partition_values, "but" if f.path in deleted else "all",
                      deleted.get(f.path))
@@ -93,7 +95,7 @@ class EmbeddedEngine(DeltaEngine):
                 path, f"its Change Data Feed was off at version {after + 1}, so the changes "
                 "after it are not recorded. Reset the reading context to reload the table in "
                 "full.")
-        reads = [read for change in log.changes(path, after=after, to=snap.version)
+        reads = [read for change in log.changes(snap, after=after, timestamps=True)
                  for read in _change_reads(path, change)]
         check_present(path, reads, after=after)
         return read_files(self.spark, path, snap, reads, changes=True)
@@ -175,6 +177,10 @@ def _change_reads(path: str, change: VersionChange) -> Iterator[FileRead]:
     before = (log.deleted_rows(path, change.version - 1)
               if any(f.deletion_vector for f in change.removed) else {})
     removed = {f.path for f in change.removed}
+    added = {f.path for f in change.added}
+    if bare := ({f.path for f in change.added if f.deletion_vector} - set(now)
+                | {f.path for f in change.removed if f.deletion_vector} - set(before)):
+        raise _vector_mismatch(path, bare)
     for add in change.added:
         if add.path in removed:  # the same file, more of its rows deleted
             fresh = now.get(add.path, pa.array([], pa.int64()))
@@ -186,10 +192,18 @@ def _change_reads(path: str, change: VersionChange) -> Iterator[FileRead]:
             yield FileRead(add.path, add.partition_values, "but" if add.path in now else "all",
                            now.get(add.path), change=("insert", *when))
     for gone in change.removed:
-        if gone.path not in {f.path for f in change.added}:
+        if gone.path not in added:
             yield FileRead(gone.path, gone.partition_values,
                            "but" if gone.path in before else "all", before.get(gone.path),
                            change=("delete", *when))
+
+
+def _vector_mismatch(path: str, files: set[str]) -> DeltaTableError:
+    """A deletion vector and its data file not matched: left unapplied, the vector would
+    bring deleted rows back, so nothing is read."""
+    return DeltaTableError(path, f"a deletion vector does not match its data file "
+                           f"({min(files)}); nothing was read. Read the table with the native "
+                           "path, and report this to deltamark.")
 
 
 #: what a row breaking a constraint fails the write with (Spark's raise_error)

@@ -173,7 +173,7 @@ class DeltaEngine(ABC):
         try:
             if change_feed or (change_feed is None and feed_on):
                 return self._read_change_feed(path, snap, after=after)
-            changes = log.changes(path, after=after, to=to)
+            changes = log.changes(snap, after=after)
         except VersionNotFoundError as exc:
             raise ChangesUnavailableError(path, _GONE.format(after=after, detail=exc)) from exc
         if rewrites := [c for c in changes if c.rewrote]:

@@ -19,7 +19,7 @@ import datetime as dt
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote
 
@@ -53,7 +53,7 @@ class FileRead:
     partition_values: Mapping[str, Any]
     rows: Literal["all", "but", "only"] = "all"
     indexes: pa.Array | None = None
-    change: tuple[str | None, int, dt.datetime | None] | None = field(default=None)
+    change: tuple[str | None, int, dt.datetime | None] | None = None
 
 
 def spark_schema(schema_json: str) -> StructType:

@@ -375,15 +375,18 @@ def _prefixed(row: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {k[len(prefix):]: v for k, v in row.items() if k.startswith(prefix)}
 
 
-def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
-    """The data changes of versions ``after + 1`` to ``to``, read from their log entries.
+def changes(snap: Snapshot, *, after: int, timestamps: bool = False) -> list[VersionChange]:
+    """The data changes of versions ``after + 1`` to ``snap.version``, read from their log
+    entries; with ``timestamps``, each commit's time as Delta's change feed gives it (the
+    in-commit timestamp, else the log entry's modification time, in milliseconds).
 
     Raises:
         VersionNotFoundError: a log entry in the range is gone (log retention).
     """
-    names = physical_names(_open(path, to).schema().to_json())
+    path = snap.path
+    names = physical_names(snap.schema_json)
     found = []
-    for version in range(after + 1, to + 1):
+    for version in range(after + 1, snap.version + 1):
         entry = storage.read_bytes(_log_entry(path, version))
         if entry is None:
             raise errors.VersionNotFoundError(
@@ -391,11 +394,10 @@ def changes(path: str, *, after: int, to: int) -> list[VersionChange]:
         actions = [json.loads(line) for line in entry.splitlines() if line.strip()]
         info: dict[str, Any] = next(
             (a["commitInfo"] for a in actions if "commitInfo" in a), {})
-        # The commit's time as Delta's change feed gives it: the in-commit timestamp, else
-        # the log entry's modification time, in milliseconds.
-        when = (datetime.fromtimestamp(info["inCommitTimestamp"] / 1000, UTC)
-                if "inCommitTimestamp" in info else storage.modified(_log_entry(path, version)))
-        if when is not None:
+        when = None
+        if "inCommitTimestamp" in info:
+            when = datetime.fromtimestamp(info["inCommitTimestamp"] / 1000, UTC)
+        elif timestamps and (when := storage.modified(_log_entry(path, version))):
             when = when.replace(microsecond=when.microsecond // 1000 * 1000)
 
         added, removed, cdc = (_file_actions(path, actions, kind, names)
