@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -126,6 +128,30 @@ def test_a_table_as_databricks_makes_it_is_read_run_after_run(ws, source):
     assert sorted((r._change_type, r.id, r.value) for r in rows) == [
         ("delete", 1, "v"), *[("insert", n, "v") for n in range(1, 6)],
         ("update_postimage", 2, "u"), ("update_preimage", 2, "v")]
+
+
+@pytest.mark.compat
+def test_a_change_feed_older_than_a_week_is_read_and_a_lost_one_is_a_clear_error(engine,
+                                                                                 tmp_path):
+    """delta-spark refuses time travel past deletedFileRetentionDuration (7 days), which a
+    weekly job's bookmark is: both paths read the range while its files are there, and
+    both say so, in one line, when its log entries are gone."""
+    path = str(tmp_path / "upstream")
+    append(path, [1, 2], configuration={"delta.enableChangeDataFeed": "true"})
+    DeltaTable(path).update(updates={"id": "20"}, predicate="id = 2")
+    append(path, [3])
+    ten_days_ago = time.time() - 10 * 86_400
+    for entry in (Path(path) / "_delta_log").glob("*.json"):
+        os.utime(entry, (ten_days_ago, ten_days_ago))
+    rows = engine.read_changes(path, after=0, to=2).collect()
+    assert sorted((r._change_type, r.id) for r in rows) == [
+        ("insert", 3), ("update_postimage", 20), ("update_preimage", 2)]
+    DeltaTable(path).create_checkpoint()
+    (Path(path) / "_delta_log" / f"{1:020}.json").unlink()  # as log retention would
+    with pytest.raises(ChangesUnavailableError) as error:
+        engine.read_changes(path, after=0, to=2)
+    assert "history after version 0 is no longer there" in str(error.value)
+    assert "\n" not in str(error.value)
 
 
 def test_lost_history_is_a_clear_error_and_a_reset_recovers(ws, source):

@@ -62,6 +62,7 @@ __all__ = [
     "delete_all",
     "deleted_rows",
     "forget_open_tables",
+    "has_commit",
     "history",
     "is_table",
     "merge_rows",
@@ -417,6 +418,12 @@ def _file_actions(path: str, actions: Sequence[Mapping[str, Any]], kind: str,
                    bool(a[kind].get("deletionVector")))
         # cdc files say dataChange false: they are not the table's data
         for a in actions if kind in a and (kind == "cdc" or a[kind].get("dataChange", True)))
+
+
+def has_commit(path: str, version: int) -> bool:
+    """Whether the log still holds commit ``version``'s entry (log retention removes old
+    ones once a checkpoint covers them)."""
+    return storage.exists(_log_entry(path, version))
 
 
 def change_feed_on(path: str, version: int) -> bool:

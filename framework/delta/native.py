@@ -19,6 +19,7 @@ from framework.delta.files import (
     unreadable,
 )
 from framework.delta.log import AppTransaction, Snapshot
+from framework.errors import VersionNotFoundError
 from framework.spark import quoted, temporary_conf
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["NativeEngine", "native_available"]
 
 DELTA_CLASS = "io.delta.tables.DeltaTable"
+_RETENTION_CHECK = ("spark.databricks.delta.vacuum."
+                    "enforceTimeTravelWithinDeletedFileRetentionDuration")
 
 
 def native_available(spark: SparkSession) -> bool:
@@ -69,9 +72,19 @@ class NativeEngine(DeltaEngine):
 
     def _read_change_feed(self, path: str, snap: Snapshot, *, after: int) -> DataFrame:
         # Delta's own reader: deletion vectors, column mapping, every change it records.
-        return (self.spark.read.format("delta").option("readChangeFeed", "true")
-                .option("startingVersion", after + 1).option("endingVersion", snap.version)
-                .load(storage.absolute(path)))
+        # Delta refuses a range whose commits are older than deletedFileRetentionDuration
+        # (7 days), as VACUUM may have removed their files: a weekly job's bookmark would
+        # be refused whatever VACUUM did. Its files are read, and missing ones fail the read.
+        try:
+            with temporary_conf(self.spark, {_RETENTION_CHECK: "false"}):
+                return (self.spark.read.format("delta").option("readChangeFeed", "true")
+                        .option("startingVersion", after + 1)
+                        .option("endingVersion", snap.version).load(storage.absolute(path)))
+        except Exception as exc:
+            if not log.has_commit(path, after + 1):  # Delta's own error is a Java trace
+                raise VersionNotFoundError(path, f"version {after + 1}",
+                                           "its log entry is gone (log retention)") from exc
+            raise
 
     def _read_appended(self, path: str, snap: Snapshot, reads: Sequence[FileRead]
                        ) -> DataFrame:
