@@ -28,6 +28,7 @@ import pyarrow as pa
 from framework import storage
 from framework.delta.log import PHYSICAL_NAME, Snapshot
 from framework.errors import DeltaTableError, UnsupportedTableFeatureError
+from framework.spark import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -118,7 +119,7 @@ def read_files(spark: SparkSession, path: str, snap: Snapshot, files: Sequence[F
         if snap.partition_columns:
             reader = reader.option("basePath", snap.path)
         return (reader.parquet(*dict.fromkeys(f.path for f in files))
-                .select(*[_column(c) for c in schema.fieldNames()]))
+                .select(*[named_column(c) for c in schema.fieldNames()]))
     return _read_with_log(spark, path, snap, files, schema, changes=changes)
 
 
@@ -158,7 +159,7 @@ def _read_with_log(spark: SparkSession, path: str, snap: Snapshot, files: Sequen
     scan = spark.read.schema(read_schema).parquet(*paths)
     named = spark_names(path, scan, paths)
     scan = scan.select(
-        *[F.col(_quote(_physical(f))).cast(_nullable(f.dataType, physical=False))
+        *[named_column(_physical(f)).cast(_nullable(f.dataType, physical=False))
           .alias(f.name) for f in data],
         *([F.col("_change_type").alias("_file_change_type")] if changes else []),
         F.col("_metadata.file_path").alias("_file"),
@@ -197,7 +198,7 @@ def _read_with_log(spark: SparkSession, path: str, snap: Snapshot, files: Sequen
         elif field_.name == "_commit_timestamp":
             columns.append(F.col("_entry_time").alias("_commit_timestamp"))
         else:
-            columns.append(_column(field_.name))
+            columns.append(named_column(field_.name))
     return rows.select(*columns)
 
 
@@ -278,13 +279,3 @@ def _partition_text(value: Any) -> str | None:
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
-
-
-def _quote(name: str) -> str:
-    return f"`{name.replace('`', '``')}`"
-
-
-def _column(name: str) -> Column:
-    from pyspark.sql import functions as F
-
-    return F.col(_quote(name))
