@@ -222,6 +222,40 @@ def test_dynamic_frame_methods(spark):
     assert not hasattr(frame, "getNumPartitions")
 
 
+@pytest.mark.compat
+def test_join_keeps_both_frames_fields_as_glue_names_them(spark):
+    """Glue's join keeps every field of both frames: where both records have a field of
+    the same name, the second frame's is ``.name`` (a key of the same name on both sides
+    always is), as Glue Studio's jobs show; where only one has it, it keeps its name."""
+    from framework.glue import DynamicFrame
+    from framework.glue.transforms import Join
+
+    devices = DynamicFrame.fromDF(spark.createDataFrame(
+        [("s1", "ann@x", None), ("s2", "bo@x", "2024-01-02"), ("s3", "cy@x", None)],
+        "serialNumber STRING, email STRING, seen STRING"), None, "devices")
+    readings = DynamicFrame.fromDF(spark.createDataFrame(
+        [("s1", None, "2024-01-01", 7), ("s2", "b@y", "2024-01-03", 8), (None, "z", None, 9)],
+        "serialNumber STRING, email STRING, seen STRING, value INT"), None, "readings")
+    joined = Join.apply(frame1=devices, frame2=readings, keys1=["serialNumber"],
+                        keys2=["serialNumber"]).toDF()
+    assert joined.columns == ["serialNumber", "email", "seen", ".serialNumber", ".email",
+                              ".seen", "value"]
+    assert sorted(map(tuple, joined.collect())) == [
+        ("s1", "ann@x", "2024-01-01", "s1", None, None, 7),
+        ("s2", "bo@x", "2024-01-02", "s2", "b@y", "2024-01-03", 8)]
+    # a shared field no joined record has on both sides keeps one name; Glue Studio's
+    # scripts drop a renamed field by its quoted name
+    only_one = readings.drop_fields(["email"]).join("serialNumber", "serialNumber", devices)
+    assert only_one.toDF().columns == ["serialNumber", "seen", "value", ".serialNumber",
+                                       "email", ".seen"]
+    assert only_one.drop_fields(["`.serialNumber`", "`.seen`"]).toDF().columns == [
+        "serialNumber", "seen", "value", "email"]
+    # the same name with other types: kept apart whole
+    typed = DynamicFrame.fromDF(spark.createDataFrame([("s1", 1)], "sn STRING, value BIGINT"),
+                                None, "typed")
+    assert typed.join("sn", "serialNumber", readings).toDF().dtypes[-1] == (".value", "int")
+
+
 def test_glue_ml_transforms_name_the_call_and_the_alternative():
     from framework.glue.ml import FindMatches
 

@@ -138,16 +138,38 @@ def test_a_database_sink_appends_each_run_once_through_crashes(spark, project):
     assert database_rows(db) == expected
 
 
+# shaped like the legislators data the sample was written for (its README prints the
+# schemas): persons and organizations share links, image, identifiers, other_names, id and
+# name; the sample drops or renames four of them, and joins on the rest (links, image): the
+# parties have them, the legislatures the memberships name do not
 PERSONS = [
-    {"id": "p1", "name": "Ann Lee", "contact_details": [{"type": "twitter", "value": "@ann"}],
-     "other_names": [{"name": "Annie", "lang": "en"}, {"name": "Ana", "lang": "es"}]},
-    {"id": "p2", "name": "Bo Chan", "contact_details": [], "other_names": []}]
-MEMBERSHIPS = [{"person_id": "p1", "organization_id": "o1", "on_behalf_of_id": "party/d"},
-               {"person_id": "p2", "organization_id": "o2", "on_behalf_of_id": "party/r"}]
+    {"id": "p1", "name": "Ann Lee", "family_name": "Lee", "given_name": "Ann",
+     "sort_name": "Lee, Ann", "gender": "female", "birth_date": "1950-01-02",
+     "image": "https://example.org/ann.jpg", "images": [{"url": "https://example.org/a.jpg"}],
+     "links": [{"note": "Wikipedia", "url": "https://en.wikipedia.org/wiki/Ann"}],
+     "identifiers": [{"scheme": "bioguide", "identifier": "L0001"}],
+     "contact_details": [{"type": "twitter", "value": "@ann"}],
+     "other_names": [{"note": "nick", "name": "Annie", "lang": "en"},
+                     {"name": "Ana", "lang": "es"}]},
+    {"id": "p2", "name": "Bo Chan", "family_name": "Chan", "given_name": "Bo",
+     "sort_name": "Chan, Bo", "gender": "male", "death_date": "2001-05-06",
+     "identifiers": [], "contact_details": [], "other_names": []}]
+MEMBERSHIPS = [{"person_id": "p1", "organization_id": "o1", "on_behalf_of_id": "party/d",
+                "role": "member", "area_id": "ocd/ny", "legislative_period_id": "term/1",
+                "start_date": "2001-01-03"},
+               {"person_id": "p2", "organization_id": "o2", "on_behalf_of_id": "party/r",
+                "role": "member", "area_id": "ocd/ca", "legislative_period_id": "term/1",
+                "end_date": "2003-01-03"}]
 ORGANIZATIONS = [{"id": "o1", "name": "House", "classification": "legislature",
+                  "type": "lower house", "seats": 435,
                   "other_names": [{"name": "Lower"}], "identifiers": [{"scheme": "x"}]},
                  {"id": "o2", "name": "Senate", "classification": "legislature",
-                  "other_names": [], "identifiers": []}]
+                  "type": "upper house", "seats": 100, "other_names": [], "identifiers": []},
+                 {"id": "party/d", "name": "Democrat", "classification": "party",
+                  "image": "https://example.org/d.svg",
+                  "links": [{"note": "website", "url": "https://example.org/d"}],
+                  "identifiers": [{"scheme": "wikidata", "identifier": "Q29552"}],
+                  "other_names": [{"lang": "en", "note": "multilingual", "name": "Dem"}]}]
 
 
 def test_aws_glue_samples_join_and_relationalize_writes_its_tables_to_postgresql(
@@ -197,6 +219,16 @@ def test_aws_glue_samples_join_and_relationalize_writes_its_tables_to_postgresql
                  "hist_root_other_names o ON o.id = r.other_names") == [
         ("Ann Lee", "Ana"), ("Ann Lee", "Annie")]
     assert query("SELECT target_table, row_count FROM deltamark_commits") == [
-        ("hist_root", 2), ("hist_root_contact_details", 1), ("hist_root_other_names", 2)]
+        ("hist_root", 2), ("hist_root_contact_details", 1), ("hist_root_identifiers", 1),
+        ("hist_root_images", 1), ("hist_root_links", 1), ("hist_root_other_names", 2)]
     history = spark.read.parquet(str(tmp_path / "output-dir" / "legislator_history"))
     assert sorted(r.name for r in history.collect()) == ["Ann Lee", "Bo Chan"]
+    # each field once, as the sample's README prints l_history: the organizations joined
+    # have no links or image, so the persons' keep their names
+    assert sorted(history.columns) == sorted(
+        ["role", "seats", "org_name", "links", "type", "sort_name", "area_id", "images",
+         "on_behalf_of_id", "other_names", "contact_details", "name", "birth_date",
+         "organization_id", "gender", "classification", "death_date", "legislative_period_id",
+         "identifiers", "image", "given_name", "family_name", "id", "start_date", "end_date"])
+    assert sorted((r.name, r.image, r.seats) for r in history.collect()) == [
+        ("Ann Lee", "https://example.org/ann.jpg", 435), ("Bo Chan", None, 100)]

@@ -110,8 +110,12 @@ class DynamicFrame(GlueApi):
 
     def join(self, paths1: str | Sequence[str], paths2: str | Sequence[str],
              frame2: DynamicFrame, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
-        """The equality join of this frame's ``paths1`` with ``frame2``'s ``paths2``,
-        keeping every field of both (drop the keys you do not need afterwards)."""
+        """The inner equality join of this frame's ``paths1`` with ``frame2``'s ``paths2``,
+        keeping every field of both, as Glue does: where a record of each side has a field
+        of the same name (a key or not), this frame's keeps the name and ``frame2``'s is
+        ``.name``; where only one side has it (the other's is null), it is ``name``. A
+        ``.name`` field no joined record needs is left out, so reading the joined frame's
+        schema costs a pass over it when the frames share fields beyond the keys."""
         keys1, keys2 = _list(paths1), _list(paths2)
         left, right = self._df, frame2.toDF()
         if len(keys1) != len(keys2):
@@ -119,14 +123,11 @@ class DynamicFrame(GlueApi):
                                        "give as many keys on each side")
         if not all(_exists(left, k) for k in keys1) or not all(_exists(right, k) for k in keys2):
             return self._with(left.limit(0).crossJoin(right.limit(0)))  # an empty side
-        shared = sorted(set(left.columns) & set(right.columns))
-        if shared:
-            raise GlueUnsupportedError(
-                f"join: both frames have the fields {', '.join(shared)}",
-                "rename them on one side first (rename_field)")
         condition = [left[_column(a)] == right[_column(b)] for a, b in zip(keys1, keys2,
                                                                            strict=True)]
-        return self._with(left.join(right, condition, "inner"), *frame2._errors)
+        joined = left.join(right, condition, "inner")
+        return self._with(_shared_fields_apart(joined, left, right, keys1, keys2),
+                          *frame2._errors)
 
     def filter(self, f: Callable[[Mapping[str, Any]], bool], transformation_ctx: str = "",
                **_: Any) -> DynamicFrame:
@@ -441,6 +442,48 @@ def _structs(tree: Mapping[str, Any]) -> list[Column]:
 
     return [node.alias(name) if isinstance(node, Column) else
             F.struct(*_structs(node)).alias(name) for name, node in tree.items()]
+
+
+def _shared_fields_apart(joined: DataFrame, left: DataFrame, right: DataFrame,
+                        keys1: Sequence[str], keys2: Sequence[str]) -> DataFrame:
+    """The ``joined`` columns as Glue's join names them: each of ``right``'s top-level
+    fields that ``left`` also has (names compared ignoring case, as Spark does) becomes
+    ``.name`` in the records where both sides have it, and ``name`` where ``left``'s is
+    null; a ``.name`` that no record needs is left out. Fields of different types are
+    kept apart whole (``left``'s ``name``, ``right``'s ``.name``)."""
+    from pyspark.sql import functions as F
+
+    types = {f.name.lower(): f.dataType for f in left.schema.fields}
+    shared = [f for f in right.schema.fields if f.name.lower() in types]
+    if not shared:
+        return joined
+    key_pairs = {(a.lower(), b.lower()) for a, b in zip(keys1, keys2, strict=True)}
+    merged, apart, conditional = {}, {}, {}
+    for field in shared:
+        mine, theirs = left[_column(field.name)], right[_column(field.name)]
+        if (field.name.lower(), field.name.lower()) in key_pairs:
+            apart[field.name] = theirs  # equal and not null in every joined record
+        elif types[field.name.lower()] != field.dataType:
+            apart[field.name] = theirs
+        else:
+            merged[field.name.lower()] = F.coalesce(mine, theirs)
+            conditional[field.name] = F.when(mine.isNotNull(), theirs)
+    needed = set()
+    if conditional:
+        [row] = joined.agg(*(F.count(value).alias(str(i)) for i, value in
+                             enumerate(conditional.values()))).collect()
+        needed = {name for i, name in enumerate(conditional) if row[i]}
+    columns = [merged[f.name.lower()].alias(f.name) if f.name.lower() in merged
+               else left[_column(f.name)] for f in left.schema.fields]
+    for field in right.schema.fields:
+        if field.name in apart:
+            columns.append(apart[field.name].alias(f".{field.name}"))
+        elif field.name in conditional:
+            if field.name in needed:
+                columns.append(conditional[field.name].alias(f".{field.name}"))
+        else:
+            columns.append(right[_column(field.name)])
+    return joined.select(*columns)
 
 
 def _list(value: str | Sequence[str]) -> list[str]:
