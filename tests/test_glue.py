@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from framework.cli import app
@@ -806,8 +807,153 @@ def test_the_docs_list_every_awsglue_call_as_the_code_provides_it():
         provided = not issubclass(getattr(transforms, name), transforms.NotProvided)
         assert ("not supported" not in row_of(name)) == provided, name
     assert "not supported" not in row_of("EvaluateDataQuality")
+    from framework.glue.studio import STUDIO_TRANSFORMS
+
+    for name in STUDIO_TRANSFORMS:
+        assert "not supported" not in row_of(name), name
     from framework.quality.dqdl import DQDL_RULE_TYPES
 
     rule_table = readme[readme.index("The DQDL rules evaluated"):readme.index("Not evaluated")]
     for kind in DQDL_RULE_TYPES:
         assert f"`{kind}" in rule_table, f"{kind} is not in docs/glue.md's DQDL table"
+
+
+def _snapshot_file(root, account, region, snapshots):
+    """A raw file as rds-snapshot-inventory's Lambda writes it (RDS's API names, a list of
+    snapshots in lambda_output.body, each with the instances it came from), in the
+    Hive-style partition the crawler catalogued."""
+    folder = (root / "par_year=2024" / "par_month=05" / "par_day=01" / "par_sf_exc_id=run1" /
+              f"par_account_id={account}" / f"par_region={region}")
+    folder.mkdir(parents=True)
+    record = {"aws_account": account, "account_name": f"acct-{account}", "region": region,
+              "ops": "rds_ins", "lambda_output": {"statusCode": 200, "body": snapshots}}
+    (folder / "snapshot.json").write_text(json.dumps(record))
+
+
+def _snapshot(name, instances):
+    return {"DBSnapshotIdentifier": name, "DBInstanceIdentifier": f"db-{name}",
+            "SnapshotCreateTime": "2024-05-01T02:00:00+00:00", "Engine": "postgres",
+            "AllocatedStorage": 20, "Status": "available", "Port": 5432, "Encrypted": True,
+            "TagList": [{"Key": "team", "Value": "data"}], "rds_ins_detail": instances}
+
+
+def _instance(name):
+    return {"DBInstanceIdentifier": f"db-{name}", "DBInstanceClass": "db.t3.micro",
+            "Engine": "postgres", "Endpoint": {"Address": f"{name}.rds.local", "Port": 5432,
+                                               "HostedZoneId": "Z1"},
+            "DBSubnetGroup": {"DBSubnetGroupName": "default", "VpcId": "vpc-1",
+                              "Subnets": [{"SubnetIdentifier": "subnet-1"}]},
+            "MultiAZ": False, "CertificateDetails": {"CAIdentifier": "rds-ca",
+                                                     "ValidTill": "2025-01-01T00:00:00"}}
+
+
+def _rows_partitions_as_text(spark, path):
+    conf = "spark.sql.sources.partitionColumnTypeInference.enabled"
+    spark.conf.set(conf, "false")
+    try:
+        return spark.read.parquet(str(path)).collect()
+    finally:
+        spark.conf.unset(conf)
+
+
+def test_a_studio_script_with_gs_flatten_and_gs_explode_runs_three_times(spark, tmp_path):
+    """rds-snapshot-inventory's Glue Studio job, as published but for its arguments
+    (import gs_flatten, gs_explode with outer=True on backquoted flattened names, an
+    ApplyMapping of ~90 backquoted names most of which the data lacks, partitioned
+    glueparquet): first files, nothing new, one more file."""
+    raw, out, conf = tmp_path / "raw", tmp_path / "out", tmp_path / "conf"
+    _snapshot_file(raw, "012345678901", "us-east-1", [_snapshot("s1", [_instance("s1")]),
+                                             _snapshot("s2", [])])
+    conf.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"),
+        "catalog": {"snapshot_insight.rds_ins_raw": {"location": str(raw),
+                                                     "format": "json"}}}))
+    script = Path(__file__).with_name("glue_scripts") / "rds_snapshot_insight_to_parquet.py"
+
+    def run():
+        return CliRunner().invoke(app, [
+            "--conf-dir", str(conf), "run", "--script", str(script),
+            "--arg", "JOB_NAME=snapshot_insight", "--arg", "glue_database=snapshot_insight",
+            "--arg", "source_table_name=rds_ins_raw", "--arg", f"target_s3_path={out}",
+            "--arg", "job-bookmark-option=job-bookmark-enable"])
+
+    def written():
+        return sorted((r["par_account_id"], r["snapshot.dbsnapshotidentifier"],
+                       r["instance.endpoint.address"], r["lambda_output.statuscode"])
+                      for r in _rows_partitions_as_text(spark, out))
+
+    result = run()
+    assert result.exit_code == 0, result.output
+    table = spark.read.parquet(str(out))
+    assert {"snapshot.allocatedstorage": "int", "instance.endpoint.port": "int",
+            "snapshot.encrypted": "boolean", "par_region": "string"}.items() <= dict(
+        table.dtypes).items()
+    assert "snapshot.taglist" not in table.columns  # not mapped: left out
+    # partition values are text, as the catalog's partition keys are: an account's 0 stays
+    assert written() == [("012345678901", "s1", "s1.rds.local", 200),
+                         ("012345678901", "s2", None, 200)]
+    files = sorted(p.name for p in out.rglob("*.parquet"))
+
+    assert run().exit_code == 0  # nothing new: nothing written
+    assert sorted(p.name for p in out.rglob("*.parquet")) == files
+
+    _snapshot_file(raw, "222", "eu-west-1", [_snapshot("s3", [_instance("s3")])])
+    result = run()
+    assert result.exit_code == 0, result.output
+    assert written() == [("012345678901", "s1", "s1.rds.local", 200),
+                         ("012345678901", "s2", None, 200), ("222", "s3", "s3.rds.local", 200)]
+
+
+def test_studio_transforms_as_generated_scripts_call_them(spark, tmp_path):
+    """Each gs_* module's method, called as Studio writes the call, on a DynamicFrame
+    and on a DataFrame; a gs_ module deltamark lacks is one line naming the ones served."""
+    from framework.glue import DynamicFrame
+    from framework.glue.environment import glue_environment
+
+    df = spark.createDataFrame([
+        ("Ann", "Lee", 1714521600, "2024-05-01 10:20:30", "a-b c", "[1,2,3]", {"k": 1},
+         "x", "r1", 5.0),
+        ("Bo", None, 1714521600123, None, None, None, {}, "y", "r1", 7.0),
+        (None, None, None, None, None, None, None, None, None, None)],
+        "first STRING, last STRING, epoch BIGINT, seen STRING, words STRING, "
+        "tags STRING, props MAP<STRING,INT>, measure STRING, region STRING, rate DOUBLE")
+    with glue_environment(spark.sparkContext):
+        import gs_concat  # noqa: F401 - as Studio's scripts import them
+        import gs_derived  # noqa: F401
+
+        frame = DynamicFrame.fromDF(df, None, "people")
+        kept = frame.gs_null_rows().toDF()
+        assert kept.count() == 2
+        rows = {r.first: r for r in frame.gs_null_rows()
+                .gs_concat(colName="full", colList=["first", "last"], spacer=" ")
+                .gs_derived(colName="double_rate", expr="rate * 2")
+                .gs_to_timestamp(colName="epoch", colType="autodetect", newColName="at")
+                .gs_to_timestamp(colName="seen", colType="iso")
+                .gs_format_timestamp(colName="seen", dateFormat="%d/%m/%Y", newColName="day")
+                .gs_split(colName="words", pattern="[- ]", newColName="parts")
+                .gs_array_to_cols(colName="parts", colList="one,,three", indexes="0,1,2")
+                .gs_regex_extract(colName="words", regex="(\\w)-(\\w)", newCols="l,r")
+                .gs_parse_json(colName="tags")
+                .gs_uuid(colName="id").gs_now(colName="loaded", dateFormat="%Y%m%d")
+                .gs_repartition(numPartitionsStr="1").toDF().collect()}
+        ann, bo = rows["Ann"], rows["Bo"]
+        assert (ann.full, bo.full, ann.double_rate) == ("Ann Lee", "Bo ", 10.0)
+        assert str(ann.at) == str(bo.at)[:19] and bo.at.microsecond == 123000
+        assert (ann.day, bo.day) == ("01/05/2024", None)
+        assert (ann.one, ann.three, "" in rows["Ann"].asDict()) == ("a", "c", False)
+        assert (ann.l, ann.r, bo.l) == ("a", "b", None)
+        assert ann.tags == [1, 2, 3] and len(ann.id) == 36 and len(ann.loaded) == 8
+        exploded = frame.gs_explode(colName="props", newCol="prop").toDF()
+        assert [(r.prop_key, r.prop_value) for r in exploded.collect()] == [("k", 1)]
+        outer = frame.gs_explode(colName="props", newCol="prop", outer=True).toDF()
+        assert outer.count() == 3
+        assert df.gs_flatten().columns == df.columns  # a DataFrame has the methods too
+        pivoted = frame.gs_null_rows().select_fields(["region", "measure", "rate"]).gs_pivot(
+            aggCol="rate", aggFunction="mean", colList=["measure"]).toDF()
+        assert sorted(pivoted.where("region = 'r1'").first().asDict().items()) == [
+            ("region", "r1"), ("x", 5.0), ("y", 7.0)]
+        with pytest.raises(GlueUnsupportedError, match=r"import gs_lookup: not supported.*"
+                           r"transforms served are gs_flatten, gs_explode"):
+            import gs_lookup  # noqa: F401
+    assert "gs_concat" not in sys.modules and not hasattr(df, "gs_concat")

@@ -16,6 +16,7 @@ from framework.errors import GlueCatalogError, GlueUnsupportedError
 from framework.glue.active_run import active_run
 from framework.glue.dynamicframe import DynamicFrame
 from framework.glue.environment import GlueApi
+from framework.spark import temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -168,9 +169,14 @@ class _Reader(GlueApi):
         if table.format == "delta":
             return self.from_options("delta", {"path": table.location, **(
                 additional_options or {})}, transformation_ctx=transformation_ctx)
-        return self.from_options("s3", {"paths": [table.location], **(additional_options or {})},
-                                 format=table.format, format_options=table.options,
-                                 transformation_ctx=transformation_ctx)
+        # partition values are text, as the catalog's partition keys are (an account id's
+        # leading 0 stays)
+        with temporary_conf(self._glue.spark_session,
+                            {"spark.sql.sources.partitionColumnTypeInference.enabled": "false"}):
+            return self.from_options("s3", {"paths": [table.location],
+                                            **(additional_options or {})},
+                                     format=table.format, format_options=table.options,
+                                     transformation_ctx=transformation_ctx)
 
 
 #: Glue's sink formats -> deltamark's file formats (delta is a Delta table)

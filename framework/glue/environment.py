@@ -52,7 +52,7 @@ class GlueApi:
 def glue_environment(spark_context: Any) -> Iterator[None]:
     """``awsglue`` importable and ``SparkContext()`` giving ``spark_context`` while the
     block runs; everything is as before afterwards."""
-    with _awsglue_importable(), _shared_spark_context(spark_context):
+    with _awsglue_importable(), _studio_transforms(), _shared_spark_context(spark_context):
         yield
 
 
@@ -64,6 +64,19 @@ class _UnknownAwsGlueModule(importlib.abc.MetaPathFinder):
         if top in ("awsglue", "awsglueml", "awsgluedq"):
             served = ", ".join(sorted(AWSGLUE_MODULES))
             raise GlueUnsupportedError(f"import {fullname}", f"the modules served are {served}")
+
+
+class _UnknownStudioModule(importlib.abc.MetaPathFinder):
+    """A Glue Studio ``gs_*`` module that neither deltamark nor the script's paths have:
+    the one-line error, not ImportError."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        from framework.glue.studio import STUDIO_TRANSFORMS
+
+        if fullname.startswith("gs_"):
+            raise GlueUnsupportedError(
+                f"import {fullname}", f"Glue Studio's transforms served are "
+                f"{', '.join(STUDIO_TRANSFORMS)}; do the same with Spark on frame.toDF()")
 
 
 @contextlib.contextmanager
@@ -83,6 +96,51 @@ def _awsglue_importable() -> Iterator[None]:
                 sys.modules.pop(alias, None)
             else:
                 sys.modules[alias] = saved_module
+
+
+@contextlib.contextmanager
+def _studio_transforms() -> Iterator[None]:
+    """Glue Studio's ``gs_*`` modules importable, and each one's transform a method of
+    ``DynamicFrame`` and of Spark's ``DataFrame`` (``framework.glue.studio``)."""
+    from pyspark.sql import DataFrame
+
+    from framework.glue.dynamicframe import DynamicFrame
+    from framework.glue.studio import STUDIO_TRANSFORMS
+
+    saved = {name: sys.modules.get(name) for name in STUDIO_TRANSFORMS}
+    finder = _UnknownStudioModule()
+    sys.meta_path.append(finder)  # last: a script's own gs_ module is found first
+    for name, transform in STUDIO_TRANSFORMS.items():
+        sys.modules[name] = ModuleType(name, f"Glue Studio's {name} (deltamark's)")
+        setattr(DataFrame, name, _on_data_frame(transform))
+        setattr(DynamicFrame, name, _on_dynamic_frame(name, transform))
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
+        for name, module in saved.items():
+            delattr(DataFrame, name)
+            delattr(DynamicFrame, name)
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def _on_data_frame(transform: Any) -> Any:
+    def method(self: Any, **kwargs: Any) -> Any:
+        return transform(self, **kwargs)
+    return method
+
+
+def _on_dynamic_frame(name: str, transform: Any) -> Any:
+    def method(self: Any, **kwargs: Any) -> Any:
+        df = self.toDF()
+        if not df.columns:  # a run with nothing new: nothing to transform
+            return self
+        return self._with(transform(df, **kwargs))
+    method.__name__ = name
+    return method
 
 
 @contextlib.contextmanager
