@@ -40,7 +40,7 @@ from framework.sources.bookmark_codec import encode
 from framework.sources.files import FileBookmark, FilePlan
 from framework.spark import named_column
 from framework.target_runs import RunOutputs, check_target_write
-from state_tables.model import RunOutput, Watermark
+from state_tables.model import DqResult, RunOutput, Watermark
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -417,6 +417,11 @@ class JobRun:
         """Evaluate ``ruleset`` on ``df`` and record the outcomes, without acting on them
         (``RunChecks.evaluate``): the rows checked and each rule's outcome."""
         return self._run_checks.evaluate(df, ruleset, target=target, record=record)
+
+    def dq_history(self, ruleset: str) -> list[DqResult]:
+        """The results of ``ruleset`` in this job's earlier runs, newest run first
+        (``RunChecks.history``)."""
+        return self._run_checks.history(ruleset)
 
     def _quarantine(self, rows: DataFrame, table: str) -> None:
         """Append rejected ``rows`` (a rule set's, or a source's malformed records) to the

@@ -328,6 +328,19 @@ class StateStore:
         return sorted((_dq(r) for r in _upgraded(DQ_RESULTS, rows)),
                       key=lambda r: r.evaluated_at or _NEVER)
 
+    def dq_history(self, job: str, ruleset: str, *, before_seq: int) -> list[DqResult]:
+        """The data-quality results of ``job``'s rule set ``ruleset`` in its runs before
+        ``before_seq``, each run's latest attempt, newest run first (what dynamic rules
+        such as ``RowCount > avg(last(10))`` compare with)."""
+        rows = self._read_where(DQ_RESULTS, [("job", "=", job), ("ruleset", "=", ruleset),
+                                             ("run_seq", "<", before_seq)])
+        results = [_dq(r) for r in _upgraded(DQ_RESULTS, rows)] if len(rows) else []
+        latest: dict[int, int] = {}
+        for result in results:
+            latest[result.run_seq] = max(latest.get(result.run_seq, 0), result.attempt)
+        return sorted((r for r in results if r.attempt == latest[r.run_seq]),
+                      key=lambda r: (-r.run_seq, r.evaluated_at or _NEVER))
+
     def workflow_run(self, workflow: str | None = None, *, workflow_run_id: str | None = None
                      ) -> list[WorkflowNode]:
         """The nodes of one workflow run in their current state, in the order they started:

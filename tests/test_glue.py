@@ -770,7 +770,7 @@ def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
             for rule, r in outcomes.items() if rule != 'IsComplete "nope"'} == {
         "RowCount = 3": ("Passed", None, {"Dataset.*.RowCount": 3.0}),
         'IsComplete "name"': ("Failed", "1 of 3 rows do not meet the rule",
-                              {"Compliance": pytest.approx(2 / 3)}),
+                              {"Column.name.Completeness": pytest.approx(2 / 3)}),
         'Mean "id" > 2': ("Failed", "Value: 2.0 does not meet the constraint requirement",
                           {"Column.id.Mean": 2.0})}
     missing = outcomes['IsComplete "nope"']
@@ -780,7 +780,83 @@ def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
     refused = run('Rules = [ ReferentialIntegrity "id" "other.id" = 1.0 ]')
     assert refused.exit_code == 1
     assert ('EvaluateDataQuality ruleset of people_dq: ReferentialIntegrity "id" "other.id" = '
-            "1.0: ReferentialIntegrity is not evaluated by deltamark") in refused.output
+            "1.0: no reference data named 'other' (give it in additional_data_sources; "
+            "given: none)") in refused.output
+
+
+DQ_HISTORY_SCRIPT = """\
+import json
+import sys
+from awsglue.context import GlueContext
+from awsglue.dynamicframe import DynamicFrame
+from awsglue.utils import getResolvedOptions
+from awsgluedq.transforms import EvaluateDataQuality
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "ruleset", "out", "rows", "method"])
+glue = GlueContext()
+spark = glue.spark_session
+orders = spark.createDataFrame([(i, f"c{i % 3}", float(i)) for i in range(int(args["rows"]))],
+                               "id long, customer string, amount double")
+customers = spark.createDataFrame([("c0", "Ann"), ("c1", "Bo")], "id string, name string")
+dq = EvaluateDataQuality().process_rows(
+    frame=DynamicFrame.fromDF(orders, glue, "orders"), ruleset=args["ruleset"],
+    publishing_options={"dataQualityEvaluationContext": "orders_dq"},
+    additional_options={"compositeRuleEvaluation.method": args["method"]},
+    additional_data_sources={"customers": DynamicFrame.fromDF(customers, glue, "customers")})
+with open(args["out"], "w") as out:
+    json.dump([row.asDict() for row in dq["ruleOutcomes"].toDF().collect()], out)
+"""
+
+HISTORY_RULES = """Rules = [
+    RowCount > avg(last(2)),
+    ReferentialIntegrity "customer" "customers.id" = 1.0,
+    RowCountMatch "customers" >= 1.0,
+    AggregateMatch "sum(amount)" "sum(amount)" = 1.0,
+    SchemaMatch "customers" = 1.0,
+    CustomSql "select count(*) from primary p join customers c on p.customer = c.id" > 0,
+    (ColumnValues "amount" > 0) or (ColumnValues "id" = 0)
+]"""
+
+
+def test_dynamic_rules_compare_with_earlier_runs_and_rules_read_reference_data(
+        spark, tmp_path):
+    """RowCount > avg(last(2)) reads the job's dq_results of the same context; rules
+    read additional_data_sources by name; a composite is judged rule by rule unless
+    compositeRuleEvaluation.method is ROW."""
+    script, out, state = tmp_path / "dq.py", tmp_path / "outcomes.json", tmp_path / "state"
+    script.write_text(DQ_HISTORY_SCRIPT)
+
+    def run(rows, method="COLUMN"):
+        result = CliRunner().invoke(app, [
+            "--state-root", str(state), "run", "--script", str(script), "--arg",
+            "JOB_NAME=orders", "--arg", f"ruleset={HISTORY_RULES}", "--arg", f"out={out}",
+            "--arg", f"rows={rows}", "--arg", f"method={method}"])
+        assert result.exit_code == 0, result.output
+        return {r["Rule"]: (r["Outcome"], r["EvaluatedRule"], r["EvaluatedMetrics"])
+                for r in json.loads(out.read_text())}
+
+    first = run(3)
+    assert first["RowCount > avg(last(2))"] == ("Passed", "RowCount > 0",
+                                                {"Dataset.*.RowCount": 3.0})
+    assert first['ReferentialIntegrity "customer" "customers.id" = 1.0'][::2] == (
+        "Failed", {"Column.customers.ReferentialIntegrity": pytest.approx(2 / 3)})
+    assert first['RowCountMatch "customers" >= 1.0'][::2] == (
+        "Passed", {"Dataset.customers.RowCountMatch": 1.5})
+    assert first['AggregateMatch "sum(amount)" "sum(amount)" = 1.0'][0] == "Passed"
+    assert first['SchemaMatch "customers" = 1.0'][::2] == (
+        "Failed", {"Dataset.customers.SchemaMatch": 0.0})
+    assert first['CustomSql "select count(*) from primary p join customers c on '
+                 'p.customer = c.id" > 0'][::2] == ("Passed", {"Dataset.*.CustomSQL": 2.0})
+    composite = '(ColumnValues "amount" > 0) or (ColumnValues "id" = 0)'
+    assert first[composite][0] == "Failed"  # each rule fails on the whole frame
+    assert first[composite][2] == {"Column.amount.ColumnValues.Compliance": pytest.approx(2 / 3),
+                                   "Column.id.ColumnValues.Compliance": pytest.approx(1 / 3)}
+
+    second = run(6, method="ROW")
+    assert second["RowCount > avg(last(2))"][:2] == ("Passed", "RowCount > 3")
+    assert second[composite][0] == "Passed"  # row by row, every row meets one of them
+    third = run(4)
+    assert third["RowCount > avg(last(2))"][:2] == ("Failed", "RowCount > 4.5")
 
 
 def test_the_docs_list_every_awsglue_call_as_the_code_provides_it():

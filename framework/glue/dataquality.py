@@ -12,7 +12,8 @@ records them in the run's ``dq_results`` state table, under the evaluation conte
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueRulesetError
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
     from framework.quality.dqdl import Ruleset
     from framework.quality.gate import RuleOutcome
+    from state_tables.model import DqResult
 
 __all__ = ["EvaluateDataQuality"]
 
@@ -50,14 +52,19 @@ class EvaluateDataQuality:
 
     def process_rows(self, frame: DynamicFrame, ruleset: str,
                      publishing_options: Mapping[str, Any] | None = None,
-                     additional_options: Mapping[str, Any] | None = None, **_: Any
-                     ) -> DynamicFrameCollection:
+                     additional_options: Mapping[str, Any] | None = None,
+                     additional_data_sources: Mapping[str, DynamicFrame] | None = None,
+                     **_: Any) -> DynamicFrameCollection:
         """Evaluate the DQDL ``ruleset`` on ``frame``: rule outcomes, row-level outcomes
         and the original data. ``publishing_options``: ``dataQualityEvaluationContext``
-        names the results in ``dq_results``; ``enableDataQualityResultsPublishing``
-        (default true) records them. ``additional_options`` (caching, observations) are
-        Glue's tuning and change nothing here; ``additional_data_sources`` serve rule types
-        not evaluated here (ReferentialIntegrity, DatasetMatch, ...).
+        names the results in ``dq_results`` (and the history dynamic rules such as
+        ``RowCount > avg(last(10))`` read); ``enableDataQualityResultsPublishing``
+        (default true) records them. ``additional_options``:
+        ``compositeRuleEvaluation.method`` ROW joins a composite's rules row by row
+        (default: rule by rule, on the whole frame); the others are Glue's tuning.
+        ``additional_data_sources``: frames by the name rules give them
+        (``ReferentialIntegrity "id" "reference.id" = 1.0``, ``select ... from
+        reference``).
 
         Raises:
             GlueRulesetError: a rule deltamark cannot evaluate, or a syntax error.
@@ -71,9 +78,14 @@ class EvaluateDataQuality:
             raise GlueRulesetError(context, "ruleset must be DQDL text ('Rules = [ ... ]'), "
                                    f"not {type(ruleset).__name__}")
         ctx, df = active_run().ctx, frame.toDF()
+        references = {alias: source.toDF() for alias, source in
+                      (additional_data_sources or {}).items()}
+        method = str((additional_options or {}).get("compositeRuleEvaluation.method", ""))
         try:
-            parsed = parse_ruleset(ruleset, {f.name: f.dataType.simpleString()
-                                             for f in df.schema.fields})
+            parsed = parse_ruleset(
+                ruleset, _types(df), history=_history(job_run(ctx).dq_history(context)),
+                references={alias: _types(ref) for alias, ref in references.items()},
+                row_composites=method.upper() == "ROW")
         except DqdlError as exc:
             raise GlueRulesetError(context, str(exc)) from exc
         if parsed.analyzers:
@@ -81,11 +93,12 @@ class EvaluateDataQuality:
                          "profile)", context)
         rows = 0
         outcomes: list[RuleOutcome] = []
-        if df.columns:  # a run with nothing new has no fields, and nothing to check
-            rows, outcomes = job_run(ctx).evaluate_checks(
-                df, RuleSet(context, "warn", parsed.rules), target=frame.name or context,
-                record=str(options.get("enableDataQualityResultsPublishing", True)).lower()
-                == "true")
+        if df.columns and parsed.rules:  # a run with nothing new has no fields
+            with _views(references):
+                rows, outcomes = job_run(ctx).evaluate_checks(
+                    df, RuleSet(context, "warn", parsed.rules), target=frame.name or context,
+                    record=str(options.get("enableDataQualityResultsPublishing", True)
+                               ).lower() == "true")
         glue = frame.glue_ctx
         return DynamicFrameCollection({
             self.DATA_QUALITY_RULE_OUTCOMES_KEY: DynamicFrame(
@@ -96,15 +109,49 @@ class EvaluateDataQuality:
         }, glue)
 
 
+def _types(df: DataFrame) -> dict[str, str]:
+    return {f.name: f.dataType.simpleString() for f in df.schema.fields}
+
+
+def _history(results: Sequence[DqResult]) -> Callable[[str], list[float]]:
+    """A metric's values in earlier runs (``results``, newest run first), one a run."""
+    from framework.quality.dqdl import metric_of
+
+    def values(metric: str) -> list[float]:
+        found: dict[int, float] = {}
+        for result in results:
+            if (isinstance(result.observed, int | float) and result.outcome != "error"
+                    and metric_of(result.rule) == metric):
+                found.setdefault(result.run_seq, float(result.observed))
+        return list(found.values())
+
+    return values
+
+
+@contextlib.contextmanager
+def _views(references: Mapping[str, DataFrame]) -> Iterator[None]:
+    """The reference frames as the session's temporary views of their names, while the
+    rules read them."""
+    for alias, ref in references.items():
+        ref.createOrReplaceTempView(alias)
+    try:
+        yield
+    finally:
+        for alias, ref in references.items():
+            ref.sparkSession.catalog.dropTempView(alias)
+
+
 def _rule_outcomes(spark: Any, outcomes: list[RuleOutcome], parsed: Ruleset, rows: int
                    ) -> DataFrame:
-    """One row per rule, as Glue's ``ruleOutcomes``."""
+    """One row per rule, as Glue's ``ruleOutcomes``; ``EvaluatedRule`` is a dynamic rule
+    with the values it was compared with."""
     records = []
     for outcome in outcomes:
         text = outcome.rule.text
         records.append((text, "Passed" if outcome.outcome == "passed" else "Failed",
                         _failure_reason(outcome, parsed, rows),
-                        _metrics(outcome, parsed, rows), text))
+                        _metrics(outcome, parsed, rows),
+                        (parsed.evaluated or {}).get(text, text)))
     return spark.createDataFrame(records, _RULE_OUTCOMES_SCHEMA)
 
 
@@ -113,23 +160,30 @@ def _failure_reason(outcome: RuleOutcome, parsed: Ruleset, rows: int) -> str | N
         return None
     if outcome.outcome == "error":
         return f"Rule could not be evaluated: {outcome.message}"
+    if outcome.parts:
+        return "; ".join(f"{p.rule.text}: {_failure_reason(p, parsed, rows)}"
+                         for p in outcome.parts if p.outcome != "passed")
     if outcome.rule.row_level:
         return f"{outcome.unexpected_count or 0} of {rows} rows do not meet the rule"
-    if outcome.rule.text in parsed.metrics:
+    if isinstance(outcome.observed, int | float) and outcome.rule.text in parsed.metrics:
         return f"Value: {outcome.observed} does not meet the constraint requirement"
     return "The value does not meet the constraint requirement"
 
 
 def _metrics(outcome: RuleOutcome, parsed: Ruleset, rows: int) -> dict[str, float]:
-    """The rule's metric under Glue's name (a rule on the whole frame), or the share of
-    rows that meet it (``Compliance``, a row-level rule)."""
-    if outcome.outcome == "error":
+    """The rule's metric under Glue's name: the value it observed (a rule on the whole
+    frame), or the share of rows meeting it (a row-level rule); a composite's rules'."""
+    if outcome.outcome == "error" and not outcome.parts:
         return {}
+    if outcome.parts:
+        return {name: value for part in outcome.parts
+                for name, value in _metrics(part, parsed, rows).items()}
     name = parsed.metrics.get(outcome.rule.text)
-    if name is not None and isinstance(outcome.observed, (int, float)):
-        return {name: float(outcome.observed)}
     if outcome.rule.row_level:
-        return {"Compliance": 1 - (outcome.unexpected_count or 0) / rows}
+        return {name or "Compliance": 1 - (outcome.unexpected_count or 0) / rows}
+    if name is not None and isinstance(outcome.observed, int | float) and not isinstance(
+            outcome.observed, bool):
+        return {name: float(outcome.observed)}
     return {}
 
 

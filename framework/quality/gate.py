@@ -48,6 +48,8 @@ class RuleOutcome:
     sample: tuple[Any, ...] = ()
     #: why the rule could not be evaluated (outcome error)
     message: str | None = None
+    #: a composite's rules' outcomes (each judged on the whole frame)
+    parts: tuple[RuleOutcome, ...] = ()
 
     def summary(self) -> str:
         """One short line: the rule and what broke it."""
@@ -73,9 +75,10 @@ def evaluate(df: DataFrame, ruleset: RuleSet, *, measured: Measured | None = Non
     found = _validate(df, unique, measured or measure(df, ruleset.rules))
     fields = {f.name: f.dataType for f in df.schema.fields}
     actual_types = {name: kind.simpleString() for name, kind in fields.items()}
+    metrics = _metric_values(df, ruleset.rules)
     outcomes = []
     for rule in ruleset.rules:
-        outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations])
+        outcome = _judged(rule, found, metrics)
         if mismatch := _numbers_against_another_type(rule, fields):
             outcome = replace(outcome, outcome="error", message=mismatch)
         wrong = {column: actual_types[column] for column, declared in rule.exact_types
@@ -84,6 +87,73 @@ def evaluate(df: DataFrame, ruleset: RuleSet, *, measured: Measured | None = Non
             outcome = replace(outcome, outcome="failed", observed=wrong)
         outcomes.append(outcome)
     return outcomes
+
+
+def _judged(rule: Rule, found: Mapping[tuple[str, str], Any],
+            metrics: Mapping[str, Any]) -> RuleOutcome:
+    """``rule``'s outcome from GX's results (``found``) and the metric values measured; a
+    composite's from its rules' outcomes, joined by its operator."""
+    if not rule.parts:
+        outcome = _outcome(rule, [found[_key(e)] for e in rule.expectations])
+        if rule.text in metrics and outcome.outcome != "error":
+            outcome = replace(outcome, observed=metrics[rule.text])
+        return outcome
+    parts = tuple(_judged(part, found, metrics) for part in rule.parts)
+    results = [p.outcome for p in parts]
+    if rule.combine == "and":
+        verdict = "passed" if all(r == "passed" for r in results) else (
+            "failed" if "failed" in results else "error")
+    else:
+        verdict = "passed" if "passed" in results else (
+            "error" if "error" in results else "failed")
+    errors = [f"{p.rule.text}: {p.message}" for p in parts if p.message]
+    # a composite of row-level rules: the rows failing them joined (its last expectation)
+    rows = _outcome(rule, [found[_key(rule.expectations[-1])]]) if rule.row_level else None
+    return RuleOutcome(rule=rule, outcome=verdict, parts=parts,  # type: ignore[arg-type]
+                       unexpected_count=rows.unexpected_count if rows else None,
+                       unexpected_percent=rows.unexpected_percent if rows else None,
+                       sample=rows.sample if rows else (),
+                       message="; ".join(errors) if verdict == "error" else None)
+
+
+def _metric_values(df: DataFrame, rules: Sequence[Rule]) -> dict[str, Any]:
+    """The value of each rule's ``metric_query`` (composites' rules included), by rule
+    text, in one Spark query; a query Spark refuses leaves its rules without one."""
+    import uuid
+
+    def walk(found: Sequence[Rule]) -> list[Rule]:
+        return [r for rule in found for r in (*walk(rule.parts), rule)
+                if r.metric_query is not None]
+
+    queried = list({r.text: r for r in walk(rules)}.values())
+    if not queried:
+        return {}
+    view = f"deltamark_dq_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    spark = df.sparkSession
+    try:
+        def select(chosen: Sequence[Rule]) -> list[Any]:
+            columns = ", ".join(f"({r.metric_query.format(batch=view)}) AS m{i}"
+                                for i, r in enumerate(chosen) if r.metric_query)
+            return list(spark.sql(f"SELECT {columns}").collect()[0])
+        try:
+            values = select(queried)
+        except Exception:  # noqa: BLE001 - one bad query (a missing column): one at a time
+            values = []
+            for rule in queried:
+                try:
+                    values += select([rule])
+                except Exception:  # noqa: BLE001 - GX reports the rule's error
+                    values.append(None)
+    finally:
+        spark.catalog.dropTempView(view)
+    return {r.text: _number(v) for r, v in zip(queried, values, strict=True)}
+
+
+def _number(value: Any) -> Any:
+    from decimal import Decimal
+
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def _numbers_against_another_type(rule: Rule, fields: Mapping[str, DataType]) -> str | None:

@@ -63,6 +63,10 @@ class RunChecks:
                 for o in outcomes])
         return measured.rows, outcomes
 
+    def history(self, ruleset: str) -> list[DqResult]:
+        """The results of ``ruleset`` in this job's earlier runs, newest run first."""
+        return self.store.dq_history(self.job, ruleset, before_seq=self.run_seq)
+
     def gate(self, df: DataFrame, ruleset: RuleSet, *, target: str,
              quarantine: Callable[[DataFrame, str], object]) -> DataFrame:
         """Evaluate ``ruleset`` on ``df``, record the outcomes and apply its policy.

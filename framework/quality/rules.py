@@ -68,6 +68,13 @@ class Rule:
     #: SchemaMatch: (column, Spark type) pairs whose precision GX does not check (it checks
     #: the type's class only): compared with the DataFrame's schema, e.g. decimal(10,2)
     exact_types: tuple[tuple[str, str], ...] = ()
+    #: a DQDL rule's metric where GX does not report it: a query over ``{batch}`` (braces
+    #: escaped for GX) giving one number, the rule's observed value
+    metric_query: str | None = None
+    #: a DQDL composite evaluated rule by rule (Glue's default): its rules, joined by
+    #: ``combine`` ("and" | "or"); its expectations are theirs
+    parts: tuple[Rule, ...] = ()
+    combine: str | None = None
 
     @property
     def row_level(self) -> bool:
