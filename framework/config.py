@@ -8,6 +8,7 @@ specifics), ``conf/deltamark.yaml``, built-in defaults.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +48,14 @@ class CatalogTable:
     format: str
     #: reader options (Spark's names, or Glue's format_options names)
     options: Mapping[str, str] = field(default_factory=dict)
+    #: the columns and their types as a crawler records them (CSV is read by position
+    #: into them; ``resolveChoice(choice="match_catalog")`` casts to them)
+    columns: Mapping[str, str] = field(default_factory=dict)
 
+
+#: the column types a catalog table declares (Hive's names, as Glue's catalog has them)
+CATALOG_TYPES = ("string", "bigint", "int", "smallint", "tinyint", "double", "float",
+                 "boolean", "date", "timestamp", "decimal(p,s)")
 
 CATALOG_FORMATS = ("delta", "json", "csv", "parquet", "orc", "avro", "xml", "text")
 
@@ -250,7 +258,7 @@ def _catalog(raw: Any) -> tuple[dict[str, CatalogTable], list[str]]:
         if not isinstance(table, Mapping):
             problems.append(f"{where}: must be a mapping with location, format, options")
             continue
-        problems += unknown_keys(table, ("location", "format", "options"), where)
+        problems += unknown_keys(table, ("location", "format", "options", "columns"), where)
         location, kind = table.get("location"), str(table.get("format", "")).lower()
         if not isinstance(location, str) or not location:
             problems.append(f"{where}.location: must be a path or URI")
@@ -259,7 +267,14 @@ def _catalog(raw: Any) -> tuple[dict[str, CatalogTable], list[str]]:
                             f"{', '.join(CATALOG_FORMATS)}")
         options, option_problems = scalar_mapping(table.get("options"), f"{where}.options")
         problems += option_problems
-        tables[name] = CatalogTable(location=str(location), format=kind, options=options)
+        columns, column_problems = scalar_mapping(table.get("columns"), f"{where}.columns")
+        columns = {column: str(kind_).strip().lower() for column, kind_ in columns.items()}
+        problems += column_problems + [
+            f"{where}.columns.{column}: '{kind_}' is not one of {', '.join(CATALOG_TYPES)}"
+            for column, kind_ in columns.items() if kind_ not in CATALOG_TYPES[:-1]
+            and not re.fullmatch(r"decimal\(\s*\d+\s*,\s*\d+\s*\)", kind_)]
+        tables[name] = CatalogTable(location=str(location), format=kind, options=options,
+                                    columns=columns)
     return tables, problems
 
 

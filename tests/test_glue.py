@@ -209,8 +209,12 @@ def test_dynamic_frame_methods(spark):
     cast = frame.resolveChoice(specs=[("amount", "cast:long")]).toDF()
     assert dict(cast.dtypes)["amount"] == "bigint"
     assert [r.amount for r in cast.orderBy("id").collect()] == [10, 20, None]
-    with pytest.raises(GlueUnsupportedError, match="match_catalog needs a Data Catalog"):
+    with pytest.raises(GlueUnsupportedError, match="give database= and table_name="):
         frame.resolveChoice(specs=[("amount", "match_catalog")])
+    with pytest.raises(GlueUnsupportedError, match="both missing, add one"):
+        frame.resolveChoice()
+    # choice= resolves choice fields only: a frame without them is as it was
+    assert frame.resolveChoice(choice="cast:long").toDF().dtypes == df.dtypes
     nested = DynamicFrame.fromDF(spark.createDataFrame(
         [(1, [10, 20])], "id BIGINT, tags ARRAY<INT>"), None, "t")
     tables = nested.relationalize("root", "/tmp/unused")
@@ -495,11 +499,20 @@ def test_transforms_on_nested_fields_and_empty_frames(spark, tmp_path):
     assert Union.apply(empty, other).toDF().columns == ["key", "label"]
 
 
-MEDICARE_COLUMNS = ["drg definition", "provider id", "provider name", "provider street address",
-                    "provider city", "provider state", "provider zip code",
-                    "hospital referral region description", "total discharges",
-                    "average covered charges", "average total payments",
-                    "average medicare payments"]
+# the header of CMS's Inpatient Prospective Payment System file the samples read, spaces
+# and all, and the columns Glue's crawler catalogued for it (resolve_choice.md prints them)
+MEDICARE_HEADER = ["DRG Definition", "Provider Id", "Provider Name", "Provider Street Address",
+                   "Provider City", "Provider State", "Provider Zip Code",
+                   "Hospital Referral Region Description", " Total Discharges ",
+                   " Average Covered Charges ", " Average Total Payments ",
+                   "Average Medicare Payments"]
+MEDICARE_COLUMNS = {"drg definition": "string", "provider id": "bigint",
+                    "provider name": "string", "provider street address": "string",
+                    "provider city": "string", "provider state": "string",
+                    "provider zip code": "bigint",
+                    "hospital referral region description": "string",
+                    "total discharges": "bigint", "average covered charges": "string",
+                    "average total payments": "string", "average medicare payments": "string"}
 
 
 @pytest.fixture
@@ -514,7 +527,7 @@ def medicare_catalog(tmp_path):
     medicare.mkdir()
     with open(medicare / "Medicare_Hospital_Provider.csv", "w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow(MEDICARE_COLUMNS)
+        writer.writerow(MEDICARE_HEADER)
         writer.writerow(["039 - EXTRACRANIAL PROCEDURES W/O CC/MCC", "10001",
                          "SOUTHEAST ALABAMA MEDICAL CENTER", "1108 ROSS CLARK CIRCLE", "DOTHAN",
                          "AL", "36301", "AL - Dothan", "91", "$32963.07", "$5777.24",
@@ -531,7 +544,8 @@ def medicare_catalog(tmp_path):
     (conf / "deltamark.yaml").write_text(yaml.safe_dump({
         "state_root": str(tmp_path / "state"),
         "catalog": {"payments.medicare": {"location": str(medicare), "format": "csv",
-                                          "options": {"withHeader": True}}}}))
+                                          "options": {"withHeader": True},
+                                          "columns": MEDICARE_COLUMNS}}}))
     return conf
 
 
@@ -580,16 +594,63 @@ def test_aws_glue_samples_resolve_choice_script_writes_json(spark, tmp_path, med
         "s3://glue-sample-target/output-dir/": f"{out}/"})
     assert result.exit_code == 0, result.output
 
+    def rows(name):
+        return spark.read.json(str(out / name)).collect()
+
     def ids(name):
-        return sorted((r["provider id"] is None, r["provider id"])
-                      for r in spark.read.json(str(out / name)).collect())
+        return sorted((r["provider id"] is None, r["provider id"]) for r in rows(name))
 
     assert ids("medicare_json_cast") == [(False, 10001), (False, 10005), (True, None)]
     assert ids("medicare_json_project") == ids("medicare_json_cast")
-    assert ids("medicare_json_make_cols") == [(False, "10001"), (False, "10005"),
-                                              (False, "not a number")]
-    assert ids("medicare_json_make_struct") == ids("medicare_json_make_cols")
+    # provider id is a choice of long and string, as the sample's README shows it
+    assert sorted((r["provider id_long"] or 0, r["provider id_string"] or "")
+                  for r in rows("medicare_json_make_cols")) == [
+        (0, "not a number"), (10001, ""), (10005, "")]
+    assert sorted((r["provider id"]["long"] or 0, r["provider id"]["string"] or "")
+                  for r in rows("medicare_json_make_struct")) == [
+        (0, "not a number"), (10001, ""), (10005, "")]
     assert ids("medicare_json_sql") == [(False, "10001")]  # total discharges > 30
+
+
+MATCH_CATALOG_SCRIPT = """\
+from awsglue.context import GlueContext
+from awsglue.transforms import ApplyMapping, ResolveChoice
+glueContext = GlueContext()
+datasource0 = glueContext.create_dynamic_frame.from_catalog(database="payments",
+                                                            table_name="medicare")
+applymapping1 = ApplyMapping.apply(frame=datasource0, mappings=[
+    ("provider id", "choice", "provider id", "choice"),
+    ("provider zip code", "long", "zip", "long"),
+    ("total discharges", "long", "discharges", "int")])
+resolvechoice2 = ResolveChoice.apply(frame=applymapping1, choice="MATCH_CATALOG",
+                                     database="payments", table_name="providers")
+resolvechoice3 = ResolveChoice.apply(frame=resolvechoice2, choice="make_cols")
+glueContext.write_dynamic_frame.from_catalog(frame=resolvechoice3, database="payments",
+                                             table_name="providers")
+"""
+
+
+def test_a_console_script_matches_the_catalog_and_makes_columns_of_choices(
+        spark, tmp_path, medicare_catalog):
+    """The pipeline Glue's console generated for catalog targets (ApplyMapping,
+    ResolveChoice MATCH_CATALOG, then make_cols, write_dynamic_frame.from_catalog): the
+    choice column takes the target table's type."""
+    conf = yaml.safe_load((medicare_catalog / "deltamark.yaml").read_text())
+    target = tmp_path / "providers"
+    conf["catalog"]["payments.providers"] = {
+        "location": str(target), "format": "parquet",
+        "columns": {"provider id": "bigint", "zip": "bigint", "discharges": "int"}}
+    (medicare_catalog / "deltamark.yaml").write_text(yaml.safe_dump(conf))
+    script = tmp_path / "console.py"
+    script.write_text(MATCH_CATALOG_SCRIPT)
+    result = CliRunner().invoke(app, ["--conf-dir", str(medicare_catalog), "run", "--script",
+                                      str(script), "--arg", "JOB_NAME=console"])
+    assert result.exit_code == 0, result.output
+    written = spark.read.parquet(str(target))
+    assert dict(written.dtypes) == {"provider id": "bigint", "zip": "bigint",
+                                    "discharges": "int"}
+    assert sorted((r["provider id"] or 0, r.zip) for r in written.collect()) == [
+        (0, 0), (10001, 36301), (10005, 35957)]
 
 
 STUDIO_SCRIPT = Path(__file__).with_name("glue_scripts") / "studio_s3_change_schema_s3.py"

@@ -165,7 +165,8 @@ class _Reader(GlueApi):
             raise GlueUnsupportedError(
                 f"from_catalog({database}.{table_name}, push_down_predicate=...)",
                 "filter the frame after reading it (a bookmark counts every file read)")
-        table = _catalog_table(self._glue, database, table_name, "create_dynamic_frame")
+        table = _catalog_table(self._glue._run.catalog, database, table_name,
+                               "create_dynamic_frame")
         if table.format == "delta":
             return self.from_options("delta", {"path": table.location, **(
                 additional_options or {})}, transformation_ctx=transformation_ctx)
@@ -173,10 +174,16 @@ class _Reader(GlueApi):
         # leading 0 stays)
         with temporary_conf(self._glue.spark_session,
                             {"spark.sql.sources.partitionColumnTypeInference.enabled": "false"}):
-            return self.from_options("s3", {"paths": [table.location],
+            read = self.from_options("s3", {"paths": [table.location],
                                             **(additional_options or {})},
                                      format=table.format, format_options=table.options,
                                      transformation_ctx=transformation_ctx)
+        if table.format != "csv":
+            return read
+        df = read.toDF() if isinstance(read, DynamicFrame) else read
+        if df.columns:  # else nothing new: no fields
+            df = _as_catalogued(df, f"{database}.{table_name}", table.columns)
+        return DynamicFrame(df, self._glue, transformation_ctx) if self._dynamic else df
 
 
 #: Glue's sink formats -> deltamark's file formats (delta is a Delta table)
@@ -258,17 +265,53 @@ class _Writer(GlueApi):
                      ) -> DynamicFrame:
         """Write ``frame`` to a table of the local catalog, as ``from_options`` writes its
         location (a Delta or Parquet table)."""
-        table = _catalog_table(self._glue, database, table_name, "write_dynamic_frame")
+        table = _catalog_table(self._glue._run.catalog, database, table_name,
+                               "write_dynamic_frame")
         return self.from_options(frame, "s3", {"path": table.location, **(
             additional_options or {})}, format=table.format)
 
 
-def _catalog_table(glue: GlueContext, database: str, table_name: str, call: str
-                   ) -> CatalogTable:
+def _as_catalogued(df: DataFrame, table: str, columns: Mapping[str, str]) -> DataFrame:
+    """A CSV table's text columns as the catalog has them: named and typed by its
+    ``columns`` (by position; choice types where values are not of theirs), else named
+    as a crawler names them (trimmed, lower case), as text."""
+    from framework.glue.choice import typed_by_catalog
+    from framework.spark import named_column
+
+    if columns:
+        return typed_by_catalog(df, table, columns)
+    return df.select(*(named_column(c).alias(c.strip().lower()) for c in df.columns))
+
+
+def catalog_columns(database: str, table_name: str) -> dict[str, str]:
+    """The columns (Spark SQL types) of catalog table ``database.table_name``: those it
+    declares, else a Delta table's or Parquet/ORC/Avro files' schema.
+
+    Raises:
+        GlueCatalogError: no such table in conf.
+    """
+    from framework.delta import log
+    from framework.delta.files import spark_schema
+
+    run = active_run()
+    table = _catalog_table(run.catalog, database, table_name, "resolveChoice")
+    if table.columns:
+        return dict(table.columns)
+    if table.format == "delta" and log.is_table(table.location):
+        schema = spark_schema(log.snapshot(table.location).schema_json)
+    elif table.format in ("parquet", "orc", "avro") and storage.exists(table.location):
+        schema = run.ctx.spark.read.format(table.format).load(table.location).schema
+    else:
+        return {}
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+
+def _catalog_table(catalog: Mapping[str, CatalogTable], database: str, table_name: str,
+                   call: str) -> CatalogTable:
     name = f"{database}.{table_name}"
-    table = glue._run.catalog.get(name)
+    table = catalog.get(name)
     if table is None:
-        known = ", ".join(sorted(glue._run.catalog)) or "none"
+        known = ", ".join(sorted(catalog)) or "none"
         raise GlueCatalogError(
             f"{call}.from_catalog({name}): no such table under catalog: in "
             f"conf/deltamark.yaml (tables there: {known}); declare it with its location "

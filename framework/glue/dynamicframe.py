@@ -16,10 +16,13 @@ if TYPE_CHECKING:
 __all__ = ["DynamicFrame", "DynamicFrameCollection"]
 
 # Glue's resolveChoice type names -> Spark SQL types
-_TYPES = {"long": "bigint", "int": "int", "integer": "int", "short": "smallint",
-          "byte": "tinyint", "double": "double", "float": "float", "string": "string",
-          "boolean": "boolean", "date": "date", "timestamp": "timestamp",
-          "decimal": "decimal(38,18)", "binary": "binary"}
+_TYPES = {"long": "bigint", "bigint": "bigint", "int": "int", "integer": "int",
+          "short": "smallint", "smallint": "smallint", "byte": "tinyint",
+          "tinyint": "tinyint", "double": "double", "float": "float", "string": "string",
+          "varchar": "string", "char": "string", "boolean": "boolean", "date": "date",
+          "timestamp": "timestamp", "decimal": "decimal(10,2)", "binary": "binary"}
+#: Glue's nested and choice type names: a value mapped to one keeps its own type
+_NESTED_TYPES = ("array", "struct", "map", "choice")
 
 
 class DynamicFrame(GlueApi):
@@ -93,7 +96,9 @@ class DynamicFrame(GlueApi):
         """Only the mapped fields: each ``(source, source_type, target, target_type)``
         takes the field at ``source``, casts it to ``target_type`` (a value that does not
         cast becomes null) and puts it at ``target`` (``a.b`` builds struct ``a``).
-        Mappings whose source field is absent are left out, as in Glue."""
+        Mappings whose source field is absent are left out, as in Glue; one to
+        ``array``, ``struct``, ``map`` or ``choice`` keeps the value's own type."""
+        from pyspark.sql import functions as F
 
         placed = []
         for mapping in mappings:
@@ -104,8 +109,9 @@ class DynamicFrame(GlueApi):
             source, _source_type, target, target_type = mapping
             if not _exists(self._df, source):
                 continue
-            placed.append((target, try_cast(_column(source),
-                                            _spark_type(target_type, "apply_mapping"))))
+            value = F.col(_column(source)) if target_type.strip().lower() in _NESTED_TYPES \
+                else try_cast(_column(source), _spark_type(target_type, "apply_mapping"))
+            placed.append((target, value))
         return self._with(self._df.select(*_structs(_tree(placed))))
 
     def join(self, paths1: str | Sequence[str], paths2: str | Sequence[str],
@@ -288,28 +294,54 @@ class DynamicFrame(GlueApi):
                           else self._df.coalesce(num_partitions))
 
     def resolveChoice(self, specs: Sequence[tuple[str, str]] | None = None,  # noqa: N802
-                      choice: str = "", transformation_ctx: str = "", **_: Any
-                      ) -> DynamicFrame:
-        """``specs=[("col", "cast:long")]`` (or ``project:long``), or ``choice=...`` for
-        every field: a value that does not cast becomes null, as in Glue. A frame here has
-        no choice types (a field has one type), so ``make_cols`` and ``make_struct``
-        leave it as it is, as Glue does for a frame without them."""
+                      choice: str = "", database: str | None = None,
+                      table_name: str | None = None, transformation_ctx: str = "",
+                      **_: Any) -> DynamicFrame:
+        """``specs=[("col", "cast:long")]`` for the fields named, or ``choice=...`` for
+        every choice field (a catalog table's column some of whose values are not of its
+        type, ``framework.glue.choice``): ``cast:TYPE`` and ``project:TYPE`` (a value not
+        of the type becomes null), ``make_cols`` (``col_long``, ``col_string``),
+        ``make_struct`` (a struct of both), ``match_catalog`` (cast to the type the
+        catalog table ``database.table_name`` declares). A field that is not a choice is
+        cast by ``cast``/``project`` and left as it is by the others, as in Glue."""
+        from framework.glue.choice import choice_of
 
-        pairs = list(specs) if specs else [(c, choice) for c in self._df.columns] if choice \
-            else []
+        if bool(specs) == bool(choice):  # Glue's own messages
+            raise GlueUnsupportedError(
+                "resolveChoice", "Parameter specs and option are both specified, choose one."
+                if specs else "Parameter specs and option are both missing, add one.")
+        fields = {f.name.lower(): f for f in self._df.schema.fields}
+        pairs = list(specs) if specs else [(f.name, choice) for f in fields.values()
+                                           if choice_of(f)]
         df = self._df
         for path, action in pairs:
             kind, _colon, type_name = action.partition(":")
+            kind = kind.strip().lower()
+            if kind == "match_catalog":
+                declared = self._catalog_type(path, database, table_name)
+                kind, type_name = ("cast", declared) if declared else ("keep", "")
             if kind in ("make_cols", "make_struct") and not type_name:
-                continue
-            if kind not in ("cast", "project"):
+                df = _made(df, path, kind)
+            elif kind in ("cast", "project"):
+                if _exists(df, path):
+                    df = _with_field(df, path, try_cast(_column(path), _spark_type(
+                        type_name, "resolveChoice")))
+            elif kind != "keep":
                 raise GlueUnsupportedError(
-                    f"resolveChoice({path!r}, {action!r})", "cast:TYPE, project:TYPE, "
-                    "make_cols or make_struct; match_catalog needs a Data Catalog")
-            spark_type = _spark_type(type_name, "resolveChoice")
-            if _exists(df, path):
-                df = _with_field(df, path, try_cast(_column(path), spark_type))
+                    f"resolveChoice({path!r}, {action!r})",
+                    "cast:TYPE, project:TYPE, make_cols, make_struct or match_catalog")
         return self._with(df)
+
+    def _catalog_type(self, path: str, database: str | None, table_name: str | None
+                      ) -> str | None:
+        """The type catalog table ``database.table_name`` declares for ``path``."""
+        from framework.glue.choice import catalog_type
+        from framework.glue.context import catalog_columns
+
+        if not database or not table_name:
+            raise GlueUnsupportedError("resolveChoice(choice='match_catalog')",
+                                       "give database= and table_name= of the catalog table")
+        return catalog_type(catalog_columns(database, table_name), path)
 
     def relationalize(self, root_table_name: str, staging_path: str = "",
                       options: Mapping[str, Any] | None = None, transformation_ctx: str = "",
@@ -486,6 +518,25 @@ def _shared_fields_apart(joined: DataFrame, left: DataFrame, right: DataFrame,
     return joined.select(*columns)
 
 
+def _made(df: DataFrame, name: str, kind: str) -> DataFrame:
+    """``df`` with its choice column ``name`` made into columns (``make_cols``) or a
+    struct (``make_struct``); any other column as it is."""
+    from framework.glue.choice import choice_of, make_cols, make_struct
+
+    field = next((f for f in df.schema.fields if f.name.lower() == name.lower()), None)
+    if field is None or not choice_of(field):
+        return df
+    columns: list[Any] = []
+    for other in df.schema.fields:
+        if other is not field:
+            columns.append(_column(other.name))
+        elif kind == "make_cols":
+            columns += make_cols(field)
+        else:
+            columns.append(make_struct(field))
+    return df.select(*columns)
+
+
 def _list(value: str | Sequence[str]) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
@@ -497,5 +548,8 @@ def _spark_type(glue_type: str, call: str) -> str:
         return _TYPES[name]
     if name.startswith("decimal("):
         return name
+    if name.startswith(("varchar(", "char(")):
+        return "string"
     raise GlueUnsupportedError(f"{call}(..., {glue_type!r})",
-                               f"use one of {', '.join(sorted(_TYPES))} or decimal(P,S)")
+                               f"use one of {', '.join(sorted(_TYPES))}, decimal(P,S), "
+                               "varchar(N), a nested type (array, struct, map) or choice")

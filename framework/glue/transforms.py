@@ -66,12 +66,14 @@ class RenameField(_Transform):
 
 
 class ResolveChoice(_Transform):
-    """``ResolveChoice.apply(frame=, specs=[(path, action)], choice=...)``."""
+    """``ResolveChoice.apply(frame=, specs=[(path, action)], choice=..., database=,
+    table_name=)``."""
 
     @classmethod
     def apply(cls, frame: DynamicFrame, specs: Sequence[tuple[str, str]] | None = None,
-              choice: str = "", transformation_ctx: str = "", **_: Any) -> DynamicFrame:
-        return frame.resolveChoice(specs, choice)
+              choice: str = "", database: str | None = None, table_name: str | None = None,
+              transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+        return frame.resolveChoice(specs, choice, database, table_name)
 
 
 class DropNullFields(_Transform):
