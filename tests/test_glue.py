@@ -461,8 +461,16 @@ def test_transforms_on_nested_fields_and_empty_frames(spark, tmp_path):
     assert ResolveChoice.apply(frame, choice="make_cols").toDF().columns == ["id", "s"]
     collection = frame.relationalize("root")
     assert SelectFromCollection.apply(collection, "root").count() == 2
-    with pytest.raises(GlueUnsupportedError, match=r"^ErrorsAsDynamicFrame.apply: not supp"):
-        ErrorsAsDynamicFrame.apply(frame=frame)
+    # error records are kept, as Glue keeps them: the record and what it raised
+    errors = ErrorsAsDynamicFrame.apply(frame=Join.apply(other, failing, "key", "id"))
+    [error] = [r.error for r in errors.toDF().collect()]
+    assert error.msg == "ZeroDivisionError: integer division or modulo by zero"
+    assert error.dynamicRecord.id == 1 and "ZeroDivisionError" in error.stackTrace
+    assert 'test_glue.py", line' in error.callsite.site
+    assert failing.stageErrorsCount() == 1
+    assert failing.select_fields(["id"]).stageErrorsCount() == 0
+    both = Union.apply(failing, raising).errorsAsDynamicFrame().toDF()
+    assert both.count() == 2 and ErrorsAsDynamicFrame.apply(frame).toDF().count() == 0
     flat = UnnestFrame.apply(frame).toDF()
     assert flat.columns == ["id", "s.x", "s.y"] and flat.orderBy("id").first()["s.x"] == 2
     parts = SplitFields.apply(frame, ["s.y"], "ys", "rest")
@@ -476,6 +484,15 @@ def test_transforms_on_nested_fields_and_empty_frames(spark, tmp_path):
     unboxed = Unbox.apply(boxed, "doc", "json").toDF()
     assert unboxed.schema["doc"].dataType.simpleString() == "struct<a:bigint,b:array<string>>"
     assert [r.doc.a if r.doc else None for r in unboxed.orderBy("id").collect()] == [1, None]
+    lines = DynamicFrame.fromDF(spark.createDataFrame(
+        [(1, "a|b"), (2, 'c|"d|e"|f'), (3, None)], "id BIGINT, line STRING"), None, "l")
+    unboxed = Unbox.apply(lines, "line", "csv", separator="|").toDF()
+    assert unboxed.schema["line"].dataType.simpleString() == \
+        "struct<col0:string,col1:string,col2:string>"
+    assert [tuple(r.line) if r.line else None for r in unboxed.orderBy("id").collect()] == [
+        ("a", "b", None), ("c", "d|e", "f"), None]
+    with pytest.raises(GlueUnsupportedError, match="unbox JSON or CSV"):
+        Unbox.apply(lines, "line", "csv", withHeader=True)
     stage = DynamicFrame.fromDF(spark.createDataFrame([(2, (30, "new"))], frame.toDF().schema),
                                 None, "stage")
     merged = frame.mergeDynamicFrame(stage, ["id"]).toDF()

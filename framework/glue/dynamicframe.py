@@ -32,10 +32,13 @@ class DynamicFrame(GlueApi):
     glue_name = "DynamicFrame"
 
     def __init__(self, df: DataFrame, glue_ctx: Any = None, name: str = "", *,
-                 errors: Sequence[Callable[[], int]] = ()):
+                 errors: Sequence[Callable[[], DataFrame]] = (), stage_errors: int = 0):
         self._df, self.glue_ctx, self.name = df, glue_ctx, name
-        #: counts of the error records that ``map`` and ``filter`` left out upstream
+        #: the error records ``map`` and ``filter`` left out on the way here (each computed
+        #: when asked for, by running their functions again); the last ``stage_errors``
+        #: are the step's that made this frame
         self._errors = tuple(errors)
+        self._stage_errors = stage_errors
 
     @classmethod
     def fromDF(cls, dataframe: DataFrame, glue_ctx: Any, name: str) -> DynamicFrame:  # noqa: N802
@@ -50,7 +53,28 @@ class DynamicFrame(GlueApi):
     def errorsCount(self) -> int:  # noqa: N802
         """How many error records (a ``map`` or ``filter`` function raised) were left out
         on the way to this frame; counted when asked, by running those functions again."""
-        return sum(count() for count in self._errors)
+        return sum(errors().count() for errors in self._errors)
+
+    def stageErrorsCount(self) -> int:  # noqa: N802
+        """How many error records the step that made this frame left out."""
+        own = self._errors[len(self._errors) - self._stage_errors:]
+        return sum(errors().count() for errors in own)
+
+    def errorsAsDynamicFrame(self) -> DynamicFrame:  # noqa: N802
+        """The error records left out on the way to this frame, as Glue keeps them: one
+        field ``error`` (``callsite`` {``site``, ``info``}, ``msg``, ``stackTrace``,
+        ``input``, ``bytesread``, ``source``, ``dynamicRecord``: the record)."""
+        from functools import reduce
+
+        from pyspark.sql.types import StructType
+
+        frames = [errors() for errors in self._errors]
+        if not frames:
+            spark = self._df.sparkSession
+            return DynamicFrame(spark.createDataFrame([], StructType([])), self.glue_ctx,
+                                f"{self.name}_errors")
+        return DynamicFrame(reduce(_union_errors, frames), self.glue_ctx,
+                            f"{self.name}_errors")
 
     def schema(self) -> Any:
         return self._df.schema
@@ -136,44 +160,50 @@ class DynamicFrame(GlueApi):
                           *frame2._errors)
 
     def filter(self, f: Callable[[Mapping[str, Any]], bool], transformation_ctx: str = "",
-               **_: Any) -> DynamicFrame:
+               info: str = "", **_: Any) -> DynamicFrame:
         """The records for which ``f(record)`` is true (``record`` reads like a dict). A
         record for which ``f`` raises KeyError, ValueError or TypeError is left out, as
         in Glue; one for which it raises anything else is an error record
-        (``errorsCount``)."""
-        def verdict(row: Any) -> bool | None:
+        (``errorsCount``, ``errorsAsDynamicFrame``)."""
+        def verdict(row: Any) -> bool | BaseException:
             try:
                 return bool(f(row.asDict(recursive=True)))
             except (KeyError, ValueError, TypeError):
                 return False
-            except Exception:  # noqa: BLE001 - Glue's error records
-                return None
+            except Exception as exc:  # noqa: BLE001 - Glue's error records
+                return exc
 
         source = self._df
         kept = source.rdd.filter(lambda row: verdict(row) is True)
         return self._with(source.sparkSession.createDataFrame(kept, source.schema),
-                          lambda: source.rdd.filter(lambda row: verdict(row) is None).count())
+                          _error_records(source, lambda row: _raised(verdict(row)),
+                                         _call_site(), info))
 
     def map(self, f: Callable[[dict[str, Any]], Mapping[str, Any]],
-            transformation_ctx: str = "", **_: Any) -> DynamicFrame:
+            transformation_ctx: str = "", info: str = "", **_: Any) -> DynamicFrame:
         """Each record as ``f(record)`` returns it (a dict; the fields it has make the
-        new schema). A record for which ``f`` raises is an error record, left out
-        (``errorsCount``), as in Glue."""
+        new schema). A record for which ``f`` raises (or returns nothing) is an error
+        record, left out (``errorsCount``, ``errorsAsDynamicFrame``), as in Glue."""
         from pyspark.sql import Row
         from pyspark.sql.types import StructType
 
-        def mapped(row: Any) -> list[Row]:
+        def outcome(row: Any) -> Row | BaseException:
             try:
-                return [Row(**dict(f(row.asDict(recursive=True))))]
-            except Exception:  # noqa: BLE001 - Glue's error records
-                return []
+                mapped = f(row.asDict(recursive=True))
+                if not mapped:
+                    raise ValueError("User-specified function returned None instead of "
+                                     "DynamicRecord")
+                return Row(**dict(mapped))
+            except Exception as exc:  # noqa: BLE001 - Glue's error records
+                return exc
 
         source = self._df
-        rows = source.rdd.flatMap(mapped)
-        errors = (lambda: source.count() - rows.count(),)
+        rows = source.rdd.flatMap(lambda row: [] if isinstance(
+            found := outcome(row), BaseException) else [found])
+        errors = _error_records(source, lambda row: _raised(outcome(row)), _call_site(), info)
         if rows.isEmpty():
-            return self._with(source.sparkSession.createDataFrame([], StructType([])), *errors)
-        return self._with(source.sparkSession.createDataFrame(rows, samplingRatio=1.0), *errors)
+            return self._with(source.sparkSession.createDataFrame([], StructType([])), errors)
+        return self._with(source.sparkSession.createDataFrame(rows, samplingRatio=1.0), errors)
 
     def union(self, other_frame: DynamicFrame, transformation_ctx: str = "",
               **_: Any) -> DynamicFrame:
@@ -244,23 +274,46 @@ class DynamicFrame(GlueApi):
                                        name2: self._with(self._df.filter(~matched))},
                                       self.glue_ctx)
 
-    def unbox(self, path: str, format: str, transformation_ctx: str = "", **_: Any
+    def unbox(self, path: str, format: str, transformation_ctx: str = "", **options: Any
               ) -> DynamicFrame:
-        """The JSON objects in the text field at ``path`` as a struct; its schema is read
-        from the values, as Glue reads it."""
-        from pyspark.sql import functions as F
+        """The JSON or CSV text in the field at ``path`` as a struct in its place. JSON's
+        schema is read from the values; CSV's fields are ``col0``, ``col1``, ... (text), as
+        many as the longest value has, unless ``withSchema`` (``StructType.json()``) gives
+        them; ``separator``, ``escaper`` and ``quoteChar`` as for a CSV read."""
+        import json
 
-        if format.lower() != "json":
-            raise GlueUnsupportedError(f"unbox({path!r}, format={format!r})",
-                                       "unbox JSON, or parse the text with Spark on toDF()")
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        kind = format.lower()
+        csv_options = {"separator": "sep", "escaper": "escape", "quoteChar": "quote"}
+        allowed = {"withSchema", *csv_options} if kind == "csv" else {"withSchema"}
+        if kind not in ("json", "csv") or set(options) - allowed - {"info", "stageThreshold",
+                                                                      "totalThreshold"}:
+            raise GlueUnsupportedError(
+                f"unbox({path!r}, format={format!r}, {', '.join(options)})",
+                "unbox JSON or CSV (separator, escaper, quoteChar, withSchema), or parse "
+                "the text with Spark on toDF()")
         if not _exists(self._df, path):
             return self
-        texts = self._df.select(F.col(_column(path))).where(F.col(_column(path)).isNotNull())
-        schema = self._df.sparkSession.read.json(texts.rdd.map(lambda row: row[0])).schema
+        value = F.col(_column(path))
+        texts = self._df.select(value).where(value.isNotNull()).rdd.map(lambda row: row[0])
+        spark = self._df.sparkSession
+        reader_options = {csv_options[k]: str(v) for k, v in options.items()
+                          if k in csv_options}
+        if options.get("withSchema"):
+            schema = StructType.fromJson(json.loads(options["withSchema"]))
+        elif kind == "json":
+            schema = spark.read.json(texts).schema
+        else:
+            width = texts.map(_csv_width(options)).fold(0, max)
+            schema = StructType([StructField(f"col{i}", StringType()) for i in range(width)])
         if not schema.fields:
             return self
-        return self._with(_with_field(self._df, path, F.from_json(F.col(_column(path)),
-                                                                  schema)))
+        ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+        parsed = F.from_json(value, schema) if kind == "json" else F.from_csv(
+            value, F.lit(ddl), reader_options)
+        return self._with(_with_field(self._df, path, parsed))
 
     def spigot(self, path: str, options: Mapping[str, Any] | None = None,
                transformation_ctx: str = "", **_: Any) -> DynamicFrame:
@@ -357,8 +410,9 @@ class DynamicFrame(GlueApi):
             {name: DynamicFrame(df, self.glue_ctx, name) for name, df in tables.items()},
             self.glue_ctx)
 
-    def _with(self, df: DataFrame, *errors: Callable[[], int]) -> DynamicFrame:
-        return DynamicFrame(df, self.glue_ctx, self.name, errors=self._errors + errors)
+    def _with(self, df: DataFrame, *errors: Callable[[], DataFrame]) -> DynamicFrame:
+        return DynamicFrame(df, self.glue_ctx, self.name, errors=self._errors + errors,
+                            stage_errors=len(errors))
 
 
 class DynamicFrameCollection(GlueApi):
@@ -535,6 +589,83 @@ def _made(df: DataFrame, name: str, kind: str) -> DataFrame:
         else:
             columns.append(make_struct(field))
     return df.select(*columns)
+
+
+def _raised(outcome: Any) -> BaseException | None:
+    return outcome if isinstance(outcome, BaseException) else None
+
+
+def _call_site() -> str:
+    """Where the script called the transform (its innermost frame outside deltamark), as
+    Glue's error records name it."""
+    import os
+    import traceback
+
+    here = os.path.dirname(os.path.dirname(__file__))
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        if not frame.filename.startswith(here):
+            return f'  File "{frame.filename}", line {frame.lineno}, in {frame.name}\n' \
+                   f"    {frame.line or ''}"
+    return ""
+
+
+def _error_records(source: DataFrame, raised: Callable[[Any], BaseException | None],
+                   site: str, info: str) -> Callable[[], DataFrame]:
+    """The error records of a step over ``source``: its rows for which ``raised`` gives
+    the exception (computed when asked for)."""
+    from pyspark.sql.types import (
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    text = StringType()
+    schema = StructType([StructField("error", StructType([
+        StructField("callsite", StructType([StructField("site", text),
+                                            StructField("info", text)])),
+        StructField("msg", text), StructField("stackTrace", text),
+        StructField("input", text), StructField("bytesread", LongType()),
+        StructField("source", text), StructField("dynamicRecord", source.schema)]))])
+
+    def records(row: Any) -> list[Any]:
+        import traceback
+
+        exc = raised(row)
+        if exc is None:
+            return []
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return [((site, info), f"{type(exc).__name__}: {exc}", trace, "", 0, "", row)]
+
+    return lambda: source.sparkSession.createDataFrame(
+        source.rdd.flatMap(records).map(lambda record: (record,)), schema)
+
+
+def _union_errors(first: DataFrame, second: DataFrame) -> DataFrame:
+    """Error records of two steps together (their records' fields may differ)."""
+    from pyspark.sql import functions as F
+
+    if first.schema == second.schema:
+        return first.unionByName(second)
+    as_text = [F.col("error").withField("dynamicRecord", F.to_json("error.dynamicRecord"))
+               .alias("error")]
+    return first.select(*as_text).unionByName(second.select(*as_text))
+
+
+def _csv_width(options: Mapping[str, Any]) -> Callable[[str], int]:
+    """How many fields a CSV text has, read as ``from_csv`` reads it with Glue's
+    ``options`` (separator, escaper, quoteChar)."""
+    import csv
+
+    separator = str(options.get("separator", ","))
+    quote = str(options.get("quoteChar", '"'))
+    escape = str(options.get("escaper", "\\"))
+
+    def width(text: str) -> int:
+        return len(next(csv.reader([text], delimiter=separator, quotechar=quote or None,
+                                   escapechar=escape or None), []))
+
+    return width
 
 
 def _list(value: str | Sequence[str]) -> list[str]:

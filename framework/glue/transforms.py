@@ -174,12 +174,12 @@ class SplitRows(_Transform):
 
 
 class Unbox(_Transform):
-    """``Unbox.apply(frame=, path=, format="json")``."""
+    """``Unbox.apply(frame=, path=, format="json" | "csv", separator=...)``."""
 
     @classmethod
     def apply(cls, frame: DynamicFrame, path: str, format: str, transformation_ctx: str = "",
-              **_: Any) -> DynamicFrame:
-        return frame.unbox(path, format)
+              **options: Any) -> DynamicFrame:
+        return frame.unbox(path, format, **options)
 
 
 class Spigot(_Transform):
@@ -232,8 +232,11 @@ class NotProvided(_Transform):
         raise GlueUnsupportedError(f"{cls.__name__}.apply", cls.alternative)
 
 
-class ErrorsAsDynamicFrame(NotProvided):
-    """Glue's ErrorsAsDynamicFrame (not provided: error records are counted, not kept)."""
+class ErrorsAsDynamicFrame(_Transform):
+    """``ErrorsAsDynamicFrame.apply(frame=)``: the error records left out on the way to
+    ``frame`` (``DynamicFrame.errorsAsDynamicFrame``)."""
 
-    alternative = ("error records are counted (frame.errorsCount()), not kept; catch the "
-                   "errors in the function given to map or filter to keep them")
+    @classmethod
+    def apply(cls, frame: DynamicFrame, transformation_ctx: str = "", **_: Any
+              ) -> DynamicFrame:
+        return frame.errorsAsDynamicFrame()
