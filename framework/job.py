@@ -107,6 +107,7 @@ class JobContext:
         listing: ListingMode = "full", reconcile_every: timedelta = timedelta(days=1),
         queue: str | None = None, lineage_column: str | None = None,
         bad_records: BadRecords = "fail", bad_records_table: str | None = None,
+        partition_filter: str | None = None,
     ) -> DataFrame:
         """Read the files under ``paths`` (URIs, no globs) this context has not read yet.
 
@@ -126,6 +127,10 @@ class JobContext:
             lineage_column: add each row's source file URI under this name.
             bad_records: a malformed JSON, CSV or XML record: ``fail`` the run, ``drop``
                 it (counted) or ``quarantine`` it to the Delta table ``bad_records_table``.
+            partition_filter: a Spark SQL condition on the ``key=value`` directories'
+                values, as text (``"year = '2024' and month >= '06'"``): files in
+                directories it leaves out are neither read nor tracked, so a later run
+                without it reads them (Glue's ``push_down_predicate``).
 
         Raises:
             MissingContextError, SourceError
@@ -138,7 +143,8 @@ class JobContext:
             max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),
             listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND), queue=queue,
             lineage_column=lineage_column,
-            bad_records=bad_records, bad_records_table=bad_records_table)
+            bad_records=bad_records, bad_records_table=bad_records_table,
+            partition_filter=partition_filter)
         return self._run.read_files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 

@@ -112,6 +112,16 @@ class JobRun:
                           else files.list_files(source))
             except (OSError, ValueError) as exc:
                 raise SourceError(self.job_name, context, f"cannot list files: {exc}") from exc
+            if source.partition_filter:
+                try:
+                    within = files.within_partitions(self.spark, listed,
+                                                     source.partition_filter)
+                except ValueError as exc:
+                    raise SourceError(self.job_name, context, str(exc)) from exc
+                self.log.info("%s: %d of %d files in partitions %s leaves out, neither read "
+                              "nor tracked", context, len(listed) - len(within), len(listed),
+                              source.partition_filter)
+                listed = within
             return files.plan_files(listed, source, start=start, end=end, advance=advance)
 
         plan = self.plan.plan(

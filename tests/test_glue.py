@@ -1111,3 +1111,63 @@ def test_studio_transforms_as_generated_scripts_call_them(spark, tmp_path):
                            r"transforms served are gs_flatten, gs_explode"):
             import gs_lookup  # noqa: F401
     assert "gs_concat" not in sys.modules and not hasattr(df, "gs_concat")
+
+
+PUSH_DOWN_SCRIPT = """\\
+import sys
+from awsglue.context import GlueContext
+from awsglue.job import Job
+from awsglue.utils import getResolvedOptions
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "predicate", "target"])
+glueContext = GlueContext()
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+events = glueContext.create_dynamic_frame.from_catalog(
+    database="web", table_name="events", transformation_ctx="events",
+    push_down_predicate=args["predicate"],
+    additional_options={"catalogPartitionPredicate": "year >= '2024'",
+                        "useS3ListImplementation": True, "groupFiles": "inPartition"})
+glueContext.write_dynamic_frame.from_options(
+    frame=events, connection_type="s3", connection_options={"path": args["target"]},
+    format="parquet")
+job.commit()
+"""
+
+
+def test_push_down_predicates_keep_partitions_and_leave_the_others_unread(spark, tmp_path):
+    """from_catalog's push_down_predicate and catalogPartitionPredicate keep the
+    partitions they select; the other partitions' files are neither read nor tracked, so
+    a run with another predicate reads them (none is lost). A predicate naming a column
+    that is no partition key fails in one line."""
+    events, target, conf = tmp_path / "events", tmp_path / "out", tmp_path / "conf"
+    for year, month in [("2023", "12"), ("2024", "01"), ("2024", "02")]:
+        folder = events / f"year={year}" / f"month={month}"
+        folder.mkdir(parents=True)
+        (folder / "part.json").write_text(json.dumps({"page": f"/{year}/{month}"}) + "\n")
+    conf.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"),
+        "catalog": {"web.events": {"location": str(events), "format": "json"}}}))
+    script = tmp_path / "push_down.py"
+    script.write_text(PUSH_DOWN_SCRIPT)
+
+    def run(predicate):
+        return CliRunner().invoke(app, [
+            "--conf-dir", str(conf), "run", "--script", str(script), "--arg", "JOB_NAME=web",
+            "--arg", f"predicate={predicate}", "--arg", f"target={target}",
+            "--arg", "job-bookmark-option=job-bookmark-enable"])
+
+    def pages():
+        return sorted(r.page for r in spark.read.parquet(str(target)).collect())
+
+    result = run("(year == '2024' and month == '02')")
+    assert result.exit_code == 0, result.output
+    assert pages() == ["/2024/02"]
+    assert run("month != '02'").exit_code == 0  # 2023 stays out by the catalog predicate
+    assert pages() == ["/2024/01", "/2024/02"]
+    assert run("year >= '2000'").exit_code == 0  # nothing new in the partitions kept
+    assert pages() == ["/2024/01", "/2024/02"]
+    failed = run("page = '/x'")
+    assert failed.exit_code == 1
+    assert ("the partition predicate \"(year >= '2024') AND (page = '/x')\" does not apply to "
+            "the partition keys found (month, year)") in " ".join(failed.output.split())

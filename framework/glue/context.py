@@ -117,10 +117,12 @@ class _Reader(GlueApi):
 
     def from_options(self, connection_type: str, connection_options: Mapping[str, Any],
                      format: str | None = None, format_options: Mapping[str, Any] | None = None,
-                     transformation_ctx: str = "", **_: Any) -> DynamicFrame | DataFrame:
-        """Read S3-style paths (``s3``: any path or URI Spark reads), a Delta table
-        (``delta``: ``path``) or a database table (``postgresql``, ``mysql``, ...:
-        ``url``, ``dbtable``, ``jobBookmarkKeys``, ``jobBookmarkKeysSortOrder``)."""
+                     transformation_ctx: str = "", push_down_predicate: str = "",
+                     **_: Any) -> DynamicFrame | DataFrame:
+        """Read S3-style paths (``s3``: any path or URI Spark reads; ``push_down_predicate``
+        keeps the ``key=value`` directories it selects), a Delta table (``delta``:
+        ``path``) or a database table (``postgresql``, ``mysql``, ...: ``url``,
+        ``dbtable``, ``jobBookmarkKeys``, ``jobBookmarkKeysSortOrder``)."""
         ctx, options = self._glue._ctx, dict(connection_options)
         tracked = bool(transformation_ctx)
         if connection_type == "s3":
@@ -134,7 +136,13 @@ class _Reader(GlueApi):
                 recurse=str(options.get("recurse", True)).lower() == "true",
                 exclusions=options.get("exclusions", ()),
                 bounded_files=_number(options.get("boundedFiles")),
-                bounded_size=_number(options.get("boundedSize")))
+                bounded_size=_number(options.get("boundedSize")),
+                partition_filter=push_down_predicate or None)
+        elif push_down_predicate:
+            raise GlueUnsupportedError(
+                f"push_down_predicate on connection_type={connection_type!r}",
+                "filter the frame after reading it (a bookmark counts the versions or rows "
+                "read, not partitions)")
         elif connection_type == "delta":
             df = ctx.read_delta(options["path"], transformation_ctx=transformation_ctx or None,
                                 bookmark=tracked)
@@ -160,24 +168,28 @@ class _Reader(GlueApi):
                      ) -> DynamicFrame | DataFrame:
         """Read a table of the local catalog (``catalog:`` in conf/deltamark.yaml) as
         ``from_options`` reads its location; ``additional_options`` as its
-        connection_options."""
-        if push_down_predicate:
-            raise GlueUnsupportedError(
-                f"from_catalog({database}.{table_name}, push_down_predicate=...)",
-                "filter the frame after reading it (a bookmark counts every file read)")
+        connection_options. ``push_down_predicate`` and ``additional_options``'
+        ``catalogPartitionPredicate`` (Spark SQL conditions on the partition keys, whose
+        values are text) keep the partitions they select: the files of the others are
+        neither read nor tracked, so a later run without them reads them."""
+        options = dict(additional_options or {})
+        predicates = [p for p in (options.pop("catalogPartitionPredicate", ""),
+                                  push_down_predicate) if p]
         table = _catalog_table(self._glue._run.catalog, database, table_name,
                                "create_dynamic_frame")
         if table.format == "delta":
-            return self.from_options("delta", {"path": table.location, **(
-                additional_options or {})}, transformation_ctx=transformation_ctx)
+            return self.from_options("delta", {"path": table.location, **options},
+                                     transformation_ctx=transformation_ctx,
+                                     push_down_predicate=" AND ".join(predicates))
         # partition values are text, as the catalog's partition keys are (an account id's
         # leading 0 stays)
         with temporary_conf(self._glue.spark_session,
                             {"spark.sql.sources.partitionColumnTypeInference.enabled": "false"}):
-            read = self.from_options("s3", {"paths": [table.location],
-                                            **(additional_options or {})},
+            read = self.from_options("s3", {"paths": [table.location], **options},
                                      format=table.format, format_options=table.options,
-                                     transformation_ctx=transformation_ctx)
+                                     transformation_ctx=transformation_ctx,
+                                     push_down_predicate=" AND ".join(
+                                         f"({p})" for p in predicates))
         if table.format != "csv":
             return read
         df = read.toDF() if isinstance(read, DynamicFrame) else read

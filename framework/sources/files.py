@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from framework import humanize
+from framework.errors import one_line
 from framework.sources import Backlog, file_events, malformed
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
@@ -188,6 +189,9 @@ class FileSource:
     bad_records: malformed.BadRecords = "fail"
     #: the Delta table malformed records go to (``bad_records="quarantine"``)
     bad_records_table: str | None = None
+    #: a Spark SQL condition on the ``key=value`` directories' values (text): files in
+    #: directories it leaves out are neither read nor tracked (Glue's push_down_predicate)
+    partition_filter: str | None = None
 
     def problems(self) -> list[str]:
         found = []
@@ -250,7 +254,7 @@ class FileSource:
                 "bounded_files": self.bounded_files, "bounded_size": self.bounded_size,
                 "rewritten": self.rewritten, "max_file_age_ms": self.max_file_age_ms,
                 "listing": self.listing, "reconcile_ms": self.reconcile_ms,
-                "queue": self.queue}
+                "queue": self.queue, "partition_filter": self.partition_filter}
 
     @classmethod
     def from_description(cls, data: FilesDescription) -> FileSource:
@@ -260,7 +264,7 @@ class FileSource:
                    rewritten=data["rewritten"], max_file_age_ms=data.get("max_file_age_ms"),
                    listing=data.get("listing", "full"),
                    reconcile_ms=data.get("reconcile_ms", DEFAULT_RECONCILE_MS),
-                   queue=data.get("queue"))
+                   queue=data.get("queue"), partition_filter=data.get("partition_filter"))
 
 
 class FilesDescription(TypedDict, total=False):
@@ -278,6 +282,7 @@ class FilesDescription(TypedDict, total=False):
     max_file_age_ms: int | None
     listing: ListingMode
     reconcile_ms: int
+    partition_filter: str | None
     queue: str | None
 
 
@@ -410,6 +415,36 @@ def listed_for_run(source: FileSource, bookmark: FileBookmark | None) -> Listing
 
 
 # --- planning -------------------------------------------------------------------------
+
+
+def within_partitions(spark: SparkSession, listing: Listing, condition: str) -> Listing:
+    """``listing`` without the files whose ``key=value`` directories' values (text) do not
+    meet the Spark SQL ``condition`` (one small Spark query over the distinct values).
+
+    Raises:
+        ValueError: the condition is not one Spark can evaluate on those values (a column
+            that is not a partition key, bad syntax).
+    """
+    from urllib.parse import unquote
+
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    keys = listing.files["key"].to_pylist()
+    found = [dict(unquote(part).split("=", 1) for part in key.split("/")[:-1] if "=" in part)
+             for key in keys]
+    names = sorted({name for values in found for name in values})
+    rows = sorted({tuple(values.get(n) for n in names) for values in found},
+                  key=lambda row: tuple(v or "" for v in row))
+    schema = StructType([StructField(n, StringType()) for n in names])
+    try:
+        kept = {tuple(row) for row in spark.createDataFrame(rows, schema).where(condition)
+                .collect()}
+    except Exception as exc:  # Spark's analysis and parse errors
+        raise ValueError(f"the partition predicate {condition!r} does not apply to the "
+                         f"partition keys found ({', '.join(names) or 'none'}): "
+                         f"{one_line(exc)}") from exc
+    mask = [tuple(values.get(n) for n in names) in kept for values in found]
+    return dataclasses.replace(listing, files=listing.files.filter(pa.array(mask, pa.bool_())))
 
 
 def plan_files(
