@@ -186,7 +186,18 @@ def test_glues_default_mode_is_disable_and_unsupported_calls_say_what_to_use(
              "write_dynamic_frame.from_options(connection_type='postgresql') with credentials "
              "in connection_options: not supported"),
             ("getSource('s3')", "GlueContext.getSource: not supported by deltamark's Glue "
-             "layer; the calls served are listed in docs/glue.md.")]:
+             "layer; the calls served are listed in docs/glue.md."),
+            # Glue Studio's Redshift upsert: SQL around the write deltamark would not run
+            ("write_dynamic_frame.from_options(frame=None, connection_type='redshift', "
+             "connection_options={'connectionName': 'rs', 'dbtable': 't_temp', "
+             "'postactions': 'MERGE INTO t USING t_temp ...'})",
+             "write_dynamic_frame.from_options(connection_type='redshift') with postactions: "
+             "not supported by deltamark's Glue layer; deltamark appends the frame exactly "
+             "once and runs no SQL around it"),
+            ("create_dynamic_frame.from_options('s3', {'paths': ['/tmp/x']}, format='json', "
+             "format_options={'jsonPath': '$.value[*]'})",
+             "format_options 'jsonPath': not supported by deltamark's Glue layer; read the "
+             "JSON whole")]:
         script.write_text("from framework.glue.context import GlueContext\n"
                           f"GlueContext().{call}\n")
         result = CliRunner().invoke(app, ["--state-root", str(paths["state"]), "run",

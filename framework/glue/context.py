@@ -32,6 +32,9 @@ _FORMAT_OPTIONS = {"withHeader": "header", "separator": "sep", "quoteChar": "quo
                    "escaper": "escape", "multiline": "multiLine", "multiLine": "multiLine",
                    "rowTag": "rowTag", "encoding": "encoding"}
 _GLUE_ONLY_READ_OPTIONS = ("optimizePerformance",)
+#: Glue's read options that choose records, which Spark would ignore: refused, not dropped
+_UNREAD_OPTIONS = {"jsonPath": "read the JSON whole and select the records with Spark on "
+                               "toDF() (explode the array the path names)"}
 _DATABASES = ("postgresql", "mysql", "sqlserver", "oracle", "redshift", "jdbc")
 
 
@@ -261,6 +264,12 @@ class _Writer(GlueApi):
         if "user" in options or "password" in options:
             raise GlueUnsupportedError(f"{call} with credentials in connection_options",
                                        _CREDENTIALS)
+        if actions := [k for k in ("preactions", "postactions") if options.get(k)]:
+            raise GlueUnsupportedError(
+                f"{call} with {' and '.join(actions)}",
+                "deltamark appends the frame exactly once and runs no SQL around it; to "
+                "merge, write to a Delta table (ctx.write_delta(mode='merge', "
+                "merge_on=...)), or run the statements in the database after the job")
         if not options.get("connectionName") or not options.get("dbtable"):
             raise GlueUnsupportedError(
                 f"{call} without connectionName and dbtable", "name a connection of "
@@ -349,6 +358,8 @@ def _read_options(glue_options: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in glue_options.items():
         if name in _GLUE_ONLY_READ_OPTIONS:
             continue
+        if name in _UNREAD_OPTIONS:
+            raise GlueUnsupportedError(f"format_options {name!r}", _UNREAD_OPTIONS[name])
         if name == "quoteChar" and str(value) == "-1":
             value = ""
         options[_FORMAT_OPTIONS.get(name, name)] = value

@@ -429,6 +429,9 @@ class DynamicFrameCollection(GlueApi):
     def values(self) -> list[DynamicFrame]:
         return list(self._frames.values())
 
+    def items(self) -> list[tuple[str, DynamicFrame]]:
+        return list(self._frames.items())
+
     def select(self, key: str, transformation_ctx: str = "") -> DynamicFrame:
         if key not in self._frames:
             raise KeyError(f"{key} (frames: {', '.join(self._frames)})")
@@ -582,7 +585,7 @@ def _made(df: DataFrame, name: str, kind: str) -> DataFrame:
         return df
     columns: list[Any] = []
     for other in df.schema.fields:
-        if other is not field:
+        if other.name != field.name:
             columns.append(_column(other.name))
         elif kind == "make_cols":
             columns += make_cols(field)

@@ -30,6 +30,7 @@ the comparison, the value itself being the rule's ``metric_query``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
@@ -138,6 +139,7 @@ def parse_ruleset(text: str, column_types: Mapping[str, str], *,
     return Ruleset(tuple(rules), builder.metrics, nodes.analyzers, builder.evaluated)
 
 
+@functools.lru_cache(maxsize=4096)
 def metric_of(rule_text: str) -> str | None:
     """The Glue name of the metric a rule (as ``Rule.text`` has it) observes, if any."""
     try:
@@ -390,7 +392,7 @@ class _Builder:
         """Every row's age (hours since its time) meets the comparison: NULL fails."""
         column, condition = self._column(node), self._condition(node)
         ages = [_hours(v, node) for v in self._resolved(node, condition)]
-        age = (f"round((unix_timestamp(current_timestamp()) - unix_timestamp(CAST("
+        age = (f"round((unix_timestamp(current_timestamp()) - unix_timestamp(try_cast("
                f"{_braced(quoted(column))} AS TIMESTAMP))) / 3600, 2)")
         fresh = _compare(age, condition.operator, ages)
         share = f"SELECT avg(CASE WHEN {fresh} THEN 1.0D ELSE 0.0D END) FROM {{rows}}"
@@ -671,10 +673,9 @@ class _Builder:
         if values and all(_is_number(v) for v in values) and self.types.get(column) == "string":
             return f"try_cast({name} AS DOUBLE)"
         if values and all(isinstance(v, datetime) for v in values):
-            return f"CAST({name} AS TIMESTAMP)"
-        if values and all(isinstance(v, str) and _DATE.fullmatch(v) for v in values) and \
-                self.types.get(column) in ("date", "timestamp", "timestamp_ntz"):
-            return f"to_date({name})"
+            return f"try_cast({name} AS TIMESTAMP)"
+        if values and all(isinstance(v, str) and _DATE.fullmatch(v) for v in values):
+            return f"try_cast({name} AS DATE)"  # a time compares by its day, as in Glue
         return name
 
     # --- arguments --------------------------------------------------------------------
