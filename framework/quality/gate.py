@@ -100,6 +100,7 @@ def _judged(rule: Rule, found: Mapping[tuple[str, str], Any],
         return outcome
     parts = tuple(_judged(part, found, metrics) for part in rule.parts)
     results = [p.outcome for p in parts]
+    verdict: Outcome
     if rule.combine == "and":
         verdict = "passed" if all(r == "passed" for r in results) else (
             "failed" if "failed" in results else "error")
@@ -109,7 +110,7 @@ def _judged(rule: Rule, found: Mapping[tuple[str, str], Any],
     errors = [f"{p.rule.text}: {p.message}" for p in parts if p.message]
     # a composite of row-level rules: the rows failing them joined (its last expectation)
     rows = _outcome(rule, [found[_key(rule.expectations[-1])]]) if rule.row_level else None
-    return RuleOutcome(rule=rule, outcome=verdict, parts=parts,  # type: ignore[arg-type]
+    return RuleOutcome(rule=rule, outcome=verdict, parts=parts,
                        unexpected_count=rows.unexpected_count if rows else None,
                        unexpected_percent=rows.unexpected_percent if rows else None,
                        sample=rows.sample if rows else (),
