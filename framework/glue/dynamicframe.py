@@ -224,21 +224,10 @@ class DynamicFrame(GlueApi):
 
     def unnest(self, transformation_ctx: str = "", **_: Any) -> DynamicFrame:
         """Every field of a struct as a top-level field named by its path (``a.b``);
-        arrays stay as they are."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import StructType
+        arrays stay as they are (Glue Studio's ``gs_flatten``)."""
+        from framework.glue.studio import flatten
 
-        def leaves(kind: StructType, path: list[str]) -> list[Column]:
-            found = []
-            for field in kind.fields:
-                inner = [*path, field.name]
-                if isinstance(field.dataType, StructType) and field.dataType.fields:
-                    found += leaves(field.dataType, inner)
-                else:
-                    found.append(F.col(".".join(f"`{p}`" for p in inner)).alias(".".join(inner)))
-            return found
-
-        return self._with(self._df.select(*leaves(self._df.schema, [])))
+        return self._with(flatten(self._df))
 
     def split_fields(self, paths: Sequence[str], name1: str, name2: str,
                      transformation_ctx: str = "", **_: Any) -> DynamicFrameCollection:

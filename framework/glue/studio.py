@@ -21,7 +21,7 @@ from framework.spark import named_column, quoted
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["STUDIO_TRANSFORMS", "spark_date_format"]
+__all__ = ["STUDIO_TRANSFORMS", "flatten", "spark_date_format"]
 
 
 def flatten(df: DataFrame, *, maxLevels: int = 0, separator: str = ".") -> DataFrame:  # noqa: N803
