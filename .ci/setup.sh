@@ -51,8 +51,9 @@ fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" \
   "pyspark==$pyspark"
 
-# Delta's, S3A's and Avro's jars for that Spark from Maven, without what pyspark ships (once
-# per jar set): the native Delta path, s3:// on Spark, Spark's Avro reader.
+# Delta's, S3A's, Avro's and Iceberg's jars for that Spark from Maven, without what pyspark
+# ships (once per jar set): the native Delta path, s3:// on Spark, Spark's Avro reader,
+# Iceberg tables (on the lines Iceberg has a Spark runtime for).
 "$venv/bin/python" -m framework.jars
 
 # For local Spark JVMs (written once into the virtualenv): a Hadoop local file system that needs no

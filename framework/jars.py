@@ -1,4 +1,5 @@
-"""Delta's, S3A's and Avro's jars for a Spark line: resolved from Maven, put on sessions.
+"""Delta's, S3A's, Avro's and Iceberg's jars for a Spark line: resolved from Maven, put on
+sessions.
 
 ``python -m framework.jars`` (run by ``.ci/setup.sh``) resolves, with ``mvn``, the jars made
 for the installed pyspark's line (``framework.spark_lines``) into the virtualenv's
@@ -58,6 +59,7 @@ def pom(line: SparkLine, *, hadoop: str | None = None) -> str:
 {delta}
 {_dependency("org.apache.hadoop", "hadoop-aws", hadoop or line.hadoop)}
 {_dependency("org.apache.spark", f"spark-avro_{line.scala}", line.avro)}
+{"" if line.iceberg is None else _dependency("org.apache.iceberg", *line.iceberg)}
   </dependencies>
 </project>
 """
@@ -167,8 +169,8 @@ def _marker(pom_text: str) -> str:
 def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m framework.jars",
-        description="Resolve the jars deltamark adds to Spark (Delta, S3A, Avro) with mvn: "
-                    "for the installed pyspark into the virtualenv, or for the Spark "
+        description="Resolve the jars deltamark adds to Spark (Delta, S3A, Avro, Iceberg) "
+                    "with mvn: for the installed pyspark into the virtualenv, or for the Spark "
                     "version of a cluster (--spark) into a directory (--into).")
     parser.add_argument("--class-path", action="store_true",
                         help="print the installed jars as a class path (for spark-submit)")
@@ -182,12 +184,14 @@ def _main(argv: list[str]) -> int:
         return 0 if installed() else 1
     if (args.spark is None) != (args.into is None):
         parser.error("--spark and --into go together")
-    what = f"Spark jars (Delta, S3A, Avro) for Spark {args.spark or installed_version()}"
+    what = (f"Spark jars (Delta, S3A, Avro, Iceberg) for Spark "
+            f"{args.spark or installed_version()}")
     try:
         found = resolve(args.spark, into=args.into.resolve() if args.into else None)
     except (OSError, RuntimeError, SparkVersionError) as exc:
-        print(f"{what}: not installed ({exc}); the native Delta path, s3:// on Spark and "
-              "Spark's Avro reader need them, the embedded path works", file=sys.stderr)
+        print(f"{what}: not installed ({exc}); the native Delta path, s3:// on Spark, "
+              "Spark's Avro reader and Iceberg tables need them, the embedded path works",
+              file=sys.stderr)
         return 1 if args.into else 0
     size = sum(jar.stat().st_size for jar in found) / 2**20
     print(f"{what}: {len(found)} in {found[0].parent if found else '-'} ({size:.0f} MB)",

@@ -4,10 +4,12 @@ deltamark runs on the Spark its users have: Spark 3.5 to 4.3. Each line gets the
 release built for it (Delta 3.3 for Spark 3.5, whose Scala is 2.12; Delta 4.4's
 ``delta-spark_<line>_2.13`` for 4.0, 4.1 and 4.2); a line Delta has no release for yet
 (4.3) has the embedded Delta path only. S3A is the ``hadoop-aws`` of the Hadoop the line's
-Spark ships, with the AWS SDK that Hadoop was built against (Maven brings it).
+Spark ships, with the AWS SDK that Hadoop was built against (Maven brings it). Iceberg's
+Spark runtime exists for 3.5, 4.0 and 4.1; Iceberg tables need one of those lines.
 
     line = spark_line()              # the installed pyspark's, or SparkVersionError
     line.delta                       # ('delta-spark_2.12', '3.3.2'), or None
+    line.iceberg                     # ('iceberg-spark-runtime-3.5_2.12', '1.11.0'), or None
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class SparkLine:
         jackson: the Jackson its pyspark ships (Jackson modules Delta brings must match).
         avro: the ``spark-avro`` release to take (the line's newest on Maven Central).
         delta: Delta's ``(artifact, version)`` for the line; None where Delta has none.
+        iceberg: Iceberg's Spark runtime ``(artifact, version)``; None where Iceberg has none.
         pythons: the Python versions its pyspark takes, from 3.11 (deltamark's oldest).
     """
 
@@ -42,15 +45,19 @@ class SparkLine:
     avro: str
     delta: tuple[str, str] | None
     pythons: str
+    iceberg: tuple[str, str] | None = None
 
 
 LINES: dict[str, SparkLine] = {line.name: line for line in (
     SparkLine("3.5", scala="2.12", hadoop="3.3.4", jackson="2.15.2", avro="3.5.7",
-              delta=("delta-spark_2.12", "3.3.2"), pythons="3.11"),
+              delta=("delta-spark_2.12", "3.3.2"), pythons="3.11",
+              iceberg=("iceberg-spark-runtime-3.5_2.12", "1.11.0")),
     SparkLine("4.0", scala="2.13", hadoop="3.4.1", jackson="2.18.2", avro="4.0.1",
-              delta=("delta-spark_4.0_2.13", "4.4.0"), pythons="3.11-3.13"),
+              delta=("delta-spark_4.0_2.13", "4.4.0"), pythons="3.11-3.13",
+              iceberg=("iceberg-spark-runtime-4.0_2.13", "1.11.0")),
     SparkLine("4.1", scala="2.13", hadoop="3.4.2", jackson="2.20.0", avro="4.1.1",
-              delta=("delta-spark_4.1_2.13", "4.4.0"), pythons="3.11-3.14"),
+              delta=("delta-spark_4.1_2.13", "4.4.0"), pythons="3.11-3.14",
+              iceberg=("iceberg-spark-runtime-4.1_2.13", "1.11.0")),
     SparkLine("4.2", scala="2.13", hadoop="3.5.0", jackson="2.21.2", avro="4.2.0",
               delta=("delta-spark_4.2_2.13", "4.4.0"), pythons="3.11-3.14"),
     SparkLine("4.3", scala="2.13", hadoop="3.5.0", jackson="2.21.2", avro="4.2.0",

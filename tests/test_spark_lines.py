@@ -85,7 +85,7 @@ def test_the_hadoop_a_pyspark_ships_is_the_one_s3a_gets():
 def test_a_cluster_gets_the_jar_set_of_its_spark_version_for_spark_submit(tmp_path):
     """``python -m framework.jars --spark 3.5.4 --into DIR`` (another line than this
     virtualenv's, most often): Delta 3.3 for Scala 2.12, S3A of Hadoop 3.3.4 with the AWS
-    SDK it was built against, and nothing every Spark ships."""
+    SDK it was built against, Iceberg's runtime for 3.5, and nothing every Spark ships."""
     if jars.shutil.which("mvn") is None:
         unavailable("mvn is not installed (the set-up's apt-get install maven)")
     (tmp_path / "jars").mkdir()
@@ -95,7 +95,7 @@ def test_a_cluster_gets_the_jar_set_of_its_spark_version_for_spark_submit(tmp_pa
     assert done.returncode == 0, done.stderr
     names = {path.rsplit("/", 1)[1] for path in done.stdout.strip().split(",")}
     assert {"delta-spark_2.12-3.3.2.jar", "delta-storage-3.3.2.jar", "hadoop-aws-3.3.4.jar",
-            "spark-avro_2.12-3.5.7.jar"} <= names
+            "spark-avro_2.12-3.5.7.jar", "iceberg-spark-runtime-3.5_2.12-1.11.0.jar"} <= names
     assert any(name.startswith("aws-java-sdk-bundle-") for name in names)
     assert not [name for name in names if name.startswith(("scala-", "spark-tags", "antlr"))]
     assert names | {"mine.jar"} == {path.name for path in (tmp_path / "jars").glob("*.jar")}
@@ -114,10 +114,10 @@ def test_the_jar_command_refuses_an_unsupported_spark_in_one_line(tmp_path):
                            "--into", str(tmp_path / "jars")], capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "Spark jars (Delta, S3A, Avro) for Spark 3.3.2: not installed (Spark 3.3.2 is not "
-        "supported: deltamark runs on Spark 3.5 to 4.3. Install a pyspark of those lines, "
-        "or run on a cluster of one); the native Delta path, s3:// on Spark and Spark's "
-        "Avro reader need them, the embedded path works"]
+        "Spark jars (Delta, S3A, Avro, Iceberg) for Spark 3.3.2: not installed (Spark 3.3.2 "
+        "is not supported: deltamark runs on Spark 3.5 to 4.3. Install a pyspark of those "
+        "lines, or run on a cluster of one); the native Delta path, s3:// on Spark, Spark's "
+        "Avro reader and Iceberg tables need them, the embedded path works"]
 
 
 def test_the_support_table_of_the_docs_is_the_code_s():
