@@ -60,6 +60,7 @@ from framework.run_plan import PinnedRead, RunIdentity, WorkflowRun
 from framework.sinks import jdbc as jdbc_sink
 from framework.sources.bookmark_codec import decode
 from framework.sources.files import ListedFile
+from framework.sources.listed_reads import release_manifests
 from framework.state_io import open_store
 from framework.target_runs import (
     attempted_targets,
@@ -283,12 +284,15 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
 
 def _run_code(spec: JobSpec, ctx: JobContext) -> None:
     """The job's ``run``: ``sys.exit(0)`` in it ends it as a return, another exit code as
-    an error, so the run always ends with a recorded outcome."""
+    an error, so the run always ends with a recorded outcome. The DataFrames of its file
+    reads stay readable until it ends (``release_manifests``)."""
     try:
         spec.job_class().run(ctx)
     except SystemExit as exc:
         if exc.code not in (None, 0):
             raise JobError(spec.name, f"the job called sys.exit({exc.code!r})") from exc
+    finally:
+        release_manifests()
 
 
 def _roll_back(job_run: JobRun, run: Run) -> list[str]:

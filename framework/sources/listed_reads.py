@@ -5,8 +5,11 @@ requests a file (an existence check, then a listing and a HEAD), and a name hold
 ``[``, ``{`` or ``*`` is taken for a glob (not found, or another file read). Given a
 *manifest* instead, the metadata log that Spark's own file sink keeps beside its output
 (one line per file: URI, size, time), Spark plans from the manifest alone. So deltamark
-writes a run's manifest into a private local directory, has Spark load it, and removes it:
-the files are read without one more request each, whatever their names.
+writes a run's manifest into a private local directory and has Spark load it: the files
+are read without one more request each, whatever their names. Spark reads the manifest
+again whenever it plans the DataFrame anew (a v2 writer such as ``df.writeTo`` does), so
+manifests stay until ``release_manifests`` (the runner's, when the job's code returns; at
+the latest when the process exits).
 
 Spark infers partition columns (``key=value`` directories) from the files' own paths,
 walking up from each file. That matches a read below ``base_path`` exactly when neither
@@ -16,6 +19,7 @@ one is, the files are read as explicit paths (glob characters escaped), as befor
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -33,10 +37,24 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["ListedFile", "read_listed"]
+__all__ = ["ListedFile", "read_listed", "release_manifests"]
 
 MANIFEST_VERSION = "v1"  # FileStreamSinkLog.VERSION, unchanged since Spark 2.0
 GLOB_CHARACTER = re.compile(r"([\\\[\]{}*?])")  # escaped with a backslash in Hadoop globs
+
+
+#: the manifest directories of this process's reads not yet released
+_manifests: list[str] = []
+
+
+def release_manifests() -> None:
+    """Remove the manifests of the reads made so far: their DataFrames can no longer be
+    read."""
+    while _manifests:
+        shutil.rmtree(_manifests.pop(), ignore_errors=True)
+
+
+atexit.register(release_manifests)
 
 
 @dataclass(frozen=True)
@@ -76,17 +94,15 @@ def read_listed(spark: SparkSession, files: Sequence[ListedFile], *, format: str
     if layout == "flat":  # else Spark would read only files directly in the manifest's dir
         reader = reader.option("recursiveFileLookup", "true")
     manifest = tempfile.mkdtemp(prefix="deltamark-read-")
-    try:
-        _write_manifest(manifest, files)
-        with temporary_conf(spark, {"spark.sql.streaming.fileStreamSink.ignoreMetadata":
-                                    "false"}):
-            df = reader.load(manifest)
-            if schema is None and (nullable := _nullable(df.schema)) != df.schema:
-                # Spark's other file reads make every column nullable; a manifest's read
-                # keeps what the files declare (Avro's non-null fields)
-                df = reader.schema(nullable).load(manifest)
-    finally:
-        shutil.rmtree(manifest, ignore_errors=True)
+    _manifests.append(manifest)
+    _write_manifest(manifest, files)
+    with temporary_conf(spark, {"spark.sql.streaming.fileStreamSink.ignoreMetadata":
+                                "false"}):
+        df = reader.load(manifest)
+        if schema is None and (nullable := _nullable(df.schema)) != df.schema:
+            # Spark's other file reads make every column nullable; a manifest's read
+            # keeps what the files declare (Avro's non-null fields)
+            df = reader.schema(nullable).load(manifest)
     if (planned := len(df._jdf.inputFiles())) != len(files):
         raise ValueError(
             f"Spark planned {planned} of the {len(files)} files listed under "
