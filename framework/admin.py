@@ -28,6 +28,7 @@ from framework.errors import (
     WorkflowNotFoundError,
 )
 from framework.lease import job_lease
+from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
 from framework.sources import files
@@ -168,7 +169,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
                               "bookmarks (succeeded in enable mode). See deltamark runs list "
                               f"{job}.")
         then = store.histories(job, context=context, up_to_seq=run.run_seq)
-        restored = _restore_targets(job, run, runs) if restore_targets else ()
+        restored = _restore_targets(settings, job, run, runs) if restore_targets else ()
         seq = max(r.run_seq for r in runs)
         now = datetime.now(UTC)
         rows = [dataclasses.replace(h.current, event="rewind", run_seq=seq, committed_at=now,
@@ -213,10 +214,11 @@ def _reset_row(job: str, context: str, seq: int, now: datetime) -> Bookmark:
                     state={}, event="reset", committed_at=now)
 
 
-def _restore_targets(job: str, run: Run, runs: Sequence[Run]
+def _restore_targets(settings: Settings, job: str, run: Run, runs: Sequence[Run]
                      ) -> list[RestoredTarget | PrunedTarget]:
     """Check every target the job wrote since ``run`` first (``Target.restore_blockers``:
-    another writer's commits, a database table); restore them only when none objects."""
+    another writer's commits, a database table); restore them only when none objects.
+    Iceberg targets roll back through Spark: a session starts for them."""
     written = {key: output for r in runs if r.run_seq >= run.run_seq
                for key, output in r.outputs.items() if output.get("written")}
     targets = [target_of(key, output=written[key]) for key in sorted(written)]
@@ -224,6 +226,10 @@ def _restore_targets(job: str, run: Run, runs: Sequence[Run]
         raise RewindError(
             job, f"not restoring the targets since run {run.run_id}: {'; '.join(blockers)}. "
             "Nothing was changed; restore them by hand, or rewind without --restore-targets.")
+    if any(iceberg_sink.is_output(written[key]) for key in written):
+        from framework.spark import spark_session
+
+        spark_session(settings)
     return [restored for t in targets
             if (restored := t.restore(job, run.run_seq, run.run_id)) is not None]
 

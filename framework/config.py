@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
-from framework import storage
+from framework import iceberg, storage
 from framework.errors import ConfigError
 
 __all__ = ["CatalogTable", "DeltaMode", "Settings", "SparkSettings",
@@ -98,7 +98,8 @@ def load_settings(
         state_root: overrides ``DELTAMARK_STATE_ROOT`` and the file's ``state_root``.
 
     The settings' ``buckets`` apply to this process's object-store access from then on
-    (``storage.configure``), as the AWS environment variables they complement do.
+    (``storage.configure``), as the AWS environment variables they complement do, and the
+    Iceberg catalogs of ``spark: conf:`` to its Iceberg metadata reads (``iceberg.configure``).
 
     Raises:
         ConfigError: naming the file and each bad key.
@@ -112,6 +113,7 @@ def load_settings(
         raw["state_root"] = str(state_root or env_root)
     settings = _parse(raw, source=str(directory / SETTINGS_FILE), conf_dir=directory)
     storage.configure(settings.buckets)
+    iceberg.configure(settings.spark.conf)
     return settings
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "GlueRulesetError",
     "GlueUnsupportedAttributeError",
     "GlueUnsupportedError",
+    "IcebergError",
     "JobError",
     "JobFailedError",
     "JobNotFoundError",
@@ -442,6 +443,15 @@ class SchemaMismatchError(DeltaTableError):
     def __init__(self, path: str, differences: Sequence[str], hint: str):
         self.differences = tuple(differences)
         super().__init__(path, f"schema mismatch: {'; '.join(self.differences)}. {hint}")
+
+
+class IcebergError(DeltamarkError):
+    """A problem with one Iceberg table (or the Spark line, for Iceberg); ``table`` names
+    it. ``missing``: the catalog has no such table."""
+
+    def __init__(self, table: str, message: str, *, missing: bool = False):
+        self.table, self.missing = table, missing
+        super().__init__(f"Iceberg table {table}: {message}")
 
 
 class ChangesUnavailableError(DeltaTableError):

@@ -23,8 +23,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from framework.config import text_value
 from framework.delta import Filter, WriteMode, WriteResult
+from framework.sinks.iceberg import WriteMode as IcebergWriteMode
 from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, ListingMode, RewritePolicy
+from framework.sources.iceberg import Expired
 from framework.sources.malformed import BadRecords
 
 if TYPE_CHECKING:
@@ -168,6 +170,35 @@ class JobContext:
         return self._run.read_delta(table, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark, change_feed=change_feed, version=version)
 
+    def read_iceberg(self, table: str, *, transformation_ctx: str | None = None,
+                     bookmark: bool = True, changes: bool = False,
+                     keys: str | Sequence[str] = (), expired: Expired = "fail") -> DataFrame:
+        """Read what the Iceberg table ``table`` (``catalog.namespace.table``) gained since
+        this context's last run.
+
+        The first run reads the whole table; later runs the snapshots after the bookmark,
+        up to the one pinned when the read is planned: the rows they appended or, with
+        ``changes=True``, every change through Iceberg's changelog, with ``_change_type``
+        (``INSERT``, ``DELETE``; ``UPDATE_BEFORE``/``UPDATE_AFTER`` where ``keys`` name
+        the columns that identify a row), ``_change_ordinal`` and ``_commit_snapshot_id``.
+        ``bookmark=False`` reads the whole table.
+
+        Args:
+            expired: when the bookmark's snapshot left the table's history (expired, or
+                the table rolled back): ``fail`` (the default) or ``full_refresh`` (read
+                the whole table again).
+
+        Raises:
+            MissingContextError
+            IcebergError: no such table or catalog; without ``changes``, snapshots that
+                changed rows in place; the bookmark's snapshot expired (``expired``).
+            SparkFeatureError: a Spark line Iceberg has no runtime for.
+        """
+        return self._run.read_iceberg(table, transformation_ctx=transformation_ctx,
+                                      bookmark=bookmark, changes=changes,
+                                      keys=(keys,) if isinstance(keys, str) else tuple(keys),
+                                      expired=expired)
+
     def read_jdbc(
         self, table: str | None = None, *, connection: str, query: str | None = None,
         transformation_ctx: str | None = None, bookmark: bool = True,
@@ -257,6 +288,30 @@ class JobContext:
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
             merge_schema=merge_schema, checks=checks,
             merge_on=(merge_on,) if isinstance(merge_on, str) else tuple(merge_on))
+
+    def write_iceberg(self, df: DataFrame, table: str, *, mode: IcebergWriteMode = "append",
+                      keys: str | Sequence[str] = (), checks: str | None = None
+                      ) -> WriteResult:
+        """Write ``df`` to the Iceberg table ``table`` (``catalog.namespace.table``; created
+        when missing) in one snapshot carrying this run: a replay finds it and writes
+        nothing; a target holding a run the state does not know is refused.
+
+        Args:
+            mode: ``append``, ``overwrite`` (the whole table) or ``merge`` (an upsert on
+                ``keys``).
+            checks: a rule set of the job's conf evaluated on ``df`` first, as for
+                ``write_delta``.
+
+        Returns:
+            A ``WriteResult`` whose ``version`` is the snapshot id; ``skipped`` when
+            nothing was committed.
+
+        Raises:
+            IcebergError, JobError, DataQualityError, StateBehindTargetsError
+            SparkFeatureError: a Spark line Iceberg has no runtime for.
+        """
+        return self._run.write_iceberg(df, table, mode=mode, checks=checks,
+                                       keys=(keys,) if isinstance(keys, str) else tuple(keys))
 
     def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
                       checks: str | None = None) -> WriteResult:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
+from framework import iceberg
 from framework.bookmark_history import BookmarkHistory
 from framework.config import text_value
 from framework.delta import (
@@ -24,18 +25,20 @@ from framework.delta import (
     WriteMode,
     WriteResult,
 )
-from framework.errors import DatabaseError, JobError, SourceError, one_line
+from framework.errors import DatabaseError, IcebergError, JobError, SourceError, one_line
 from framework.faults import crash_point
 from framework.jdbc import Connection
 from framework.lineage import Dataset, RunDatasets
 from framework.modes import BookmarkOptions
 from framework.quality.policy import RunChecks
 from framework.run_plan import RunIdentity, RunPlan, SourceRead
+from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc, malformed
+from framework.sources import iceberg as iceberg_source
 from framework.sources.bookmark_codec import encode
 from framework.sources.files import FileBookmark, FilePlan
 from framework.spark import named_column
@@ -199,6 +202,33 @@ class JobRun:
         return self._read(context, [Dataset.at_path(table)],
                           delta_source.read_delta(self._engine, plan, change_feed=change_feed))
 
+    def read_iceberg(self, table: str, *, transformation_ctx: str | None, bookmark: bool,
+                     changes: bool, keys: Sequence[str],
+                     expired: iceberg_source.Expired) -> DataFrame:
+        """``JobContext.read_iceberg``."""
+        iceberg.require_runtime()
+        context = self.plan.context(transformation_ctx, bookmark, f"read_iceberg({table!r})")
+        try:
+            plan = self.plan.plan(
+                context, iceberg_source.SOURCE_KIND, tracked=bookmark,
+                # an Iceberg context pins its IcebergState, so run_plan has one to give
+                pinned=lambda read: iceberg_source.IcebergPlan.pinned(
+                    cast(iceberg_source.IcebergState, read.state)),
+                plan=lambda start, end, advance: iceberg_source.plan_iceberg(
+                    table, start=start, end=end, advance=advance, changes=changes,
+                    expired=expired))
+        except IcebergError as exc:
+            raise SourceError(self.job_name, context, str(exc)) from exc
+        self.plan.add(SourceRead(
+            context, iceberg_source.SOURCE_KIND, plan.counts(),
+            plan.state() if plan.advance else None, nothing=not plan.snapshots,
+            description=iceberg_source.description(plan, tracked=bookmark)))
+        self.log.info("%s: %d snapshots of %s (after %s, up to %s)", context, plan.snapshots,
+                      table, plan.after or "none", plan.to or "none")
+        return self._read(context, [Dataset.in_catalog(table)],
+                          iceberg_source.read_iceberg(self.spark, plan, changes=changes,
+                                                      keys=keys))
+
     def read_jdbc(self, source: jdbc.JdbcSource, *, connection: str,
                   transformation_ctx: str | None, bookmark: bool) -> DataFrame:
         """``JobContext.read_jdbc`` (``connection``: the name the job gave)."""
@@ -293,6 +323,47 @@ class JobRun:
                                   file_options=options)
         self._datasets.outputs[target] = Dataset.at_path(target, df.schema)
         return self._checked_write(df, target, "append", checks, write)
+
+    def write_iceberg(self, df: DataFrame, table: str, *, mode: iceberg_sink.WriteMode,
+                      keys: Sequence[str], checks: str | None) -> WriteResult:
+        """``JobContext.write_iceberg``."""
+        iceberg.require_runtime()
+        iceberg.split_name(table)  # a table of no configured catalog: before any check runs
+        self._datasets.outputs[table] = Dataset.in_catalog(table, df.schema)
+        return self._checked_write(df, table, mode, checks, functools.partial(
+            self._write_iceberg, table=table, mode=mode, keys=keys))
+
+    def _write_iceberg(self, df: DataFrame, *, table: str, mode: iceberg_sink.WriteMode,
+                       keys: Sequence[str]) -> WriteResult:
+        self._outputs.claim(table)
+        if self.dry_run or not df.columns or (mode != "overwrite" and self.plan.read_nothing()
+                                              and df.isEmpty()):
+            if not self.dry_run:
+                self.log.info("%s: no rows to write: no commit", table)
+            self._outputs.skip(table, **iceberg_sink.OUTPUT_TAG)
+            return WriteResult(version=-1, skipped=True)
+        check_target_write(table, self.job_name, self.run_seq, self.run_id)
+        self._outputs.start(table, **iceberg_sink.OUTPUT_TAG)
+        planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
+
+        def staged() -> None:  # Spark writes and commits in one go: the plan is recorded first
+            planned()
+            crash_point("staged")
+
+        try:
+            written = iceberg_sink.write(
+                self.spark, df, table, mode=mode, keys=keys, job=self.job_name,
+                run_id=self.run_id, run_seq=self.run_seq, record=self.plan.record(),
+                before_commit=staged)
+        finally:
+            planned()
+        self.log.info("%s %s (snapshot %s)", "found run already in" if written.replayed
+                      else "wrote", table, written.snapshot)
+        self._outputs.land(table, **RunOutput(replayed=written.replayed,
+                                              version=written.snapshot or 0))
+        if self._hooks:
+            self._hooks.after_target_write(self)
+        return WriteResult(version=written.snapshot or 0, skipped=written.replayed)
 
     def write_jdbc(self, df: DataFrame, table: str, *, connection: str,
                    database: str | None, checks: str | None) -> WriteResult:

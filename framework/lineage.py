@@ -164,6 +164,13 @@ class Dataset:
         return cls("file", storage.local_path(path), _fields(schema))
 
     @classmethod
+    def in_catalog(cls, table: str, schema: StructType | None = None) -> Dataset:
+        """An Iceberg table as Spark names it: ``iceberg://<catalog>`` + the
+        ``namespace.table`` in it."""
+        catalog, _, name = table.partition(".")
+        return cls(f"iceberg://{catalog}", name, _fields(schema))
+
+    @classmethod
     def in_database(cls, connection: Connection, table: str,
                     schema: StructType | None = None) -> Dataset:
         """A database table: ``postgres://host:port`` + ``database.schema.table`` (the

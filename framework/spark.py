@@ -4,7 +4,8 @@ deltamark never sets ``spark.jars.packages`` (Ivy at session start). Delta's, S3
 Avro's jars come from the set-up (``framework.jars``, resolved from Maven into the
 virtualenv) and are put on the driver's and executors' class path; a user whose cluster
 ships its own Delta jars names them in ``spark.jars`` and deltamark adds none. Delta's SQL
-extension and catalog are configured whenever a delta-spark jar is on the session.
+extension and catalog are configured whenever a delta-spark jar is on the session, and
+Iceberg's SQL extensions whenever the conf names an Iceberg catalog.
 
 A local JVM also gets what the set-up prepared (``framework.local_jvm``): a local file
 system that sets permissions without chmod processes, and an archive of Spark's classes.
@@ -22,7 +23,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from framework import jars, local_jvm, storage
+from framework import iceberg, jars, local_jvm, storage
 from framework.config import Settings
 from framework.errors import SparkStartError
 from framework.spark_lines import at_least, spark_line
@@ -139,9 +140,24 @@ def session_conf(settings: Settings, *, master: str,
         local_jvm.configure(merged)
     delta_jar = _names_delta_jar(merged.get("spark.jars", "")) or _names_delta_jar(
         merged.get("spark.driver.extraClassPath", ""), separator=os.pathsep)
+    extensions = [e for e in merged.get("spark.sql.extensions", "").split(",") if e]
     if settings.delta != "embedded" and delta_jar:
-        merged.setdefault("spark.sql.extensions", DELTA_EXTENSION)
+        if "spark.sql.extensions" not in merged:
+            extensions.append(DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+    iceberg_jar = _names_jar(merged.get("spark.jars", ""), iceberg.RUNTIME) or _names_jar(
+        merged.get("spark.driver.extraClassPath", ""), iceberg.RUNTIME, separator=os.pathsep)
+    if iceberg_jar and iceberg.is_catalog(merged) and iceberg.EXTENSION not in extensions:
+        extensions.append(iceberg.EXTENSION)
+    if iceberg.is_catalog(merged, of_type="jdbc"):
+        # Iceberg's JDBC catalog connects through java.sql.DriverManager, which sees the
+        # driver's class path only, not the jars spark.jars adds
+        local = [jar.removeprefix("file:") for jar in merged.get("spark.jars", "").split(",")
+                 if jar and ("://" not in jar or jar.startswith("file:"))]
+        merged["spark.driver.extraClassPath"] = os.pathsep.join(
+            filter(None, [merged.get("spark.driver.extraClassPath"), *local]))
+    if extensions:
+        merged["spark.sql.extensions"] = ",".join(extensions)
     return merged
 
 
@@ -160,7 +176,11 @@ def _present_jars(jars: str) -> str:
 
 
 def _names_delta_jar(jars: str, *, separator: str = ",") -> bool:
-    return any(os.path.basename(jar).startswith("delta-spark") for jar in jars.split(separator))
+    return _names_jar(jars, "delta-spark", separator=separator)
+
+
+def _names_jar(jars: str, artifact: str, *, separator: str = ",") -> bool:
+    return any(os.path.basename(jar).startswith(artifact) for jar in jars.split(separator))
 
 
 def _gateway_hint(conf: Mapping[str, str]) -> str:

@@ -54,14 +54,15 @@ def bucket(s3_server) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark(s3_server):
+def spark(s3_server, tmp_path_factory):
     from databases import available_jars
 
     from framework.spark import spark_session
 
     jars = {"spark.jars": ",".join(available_jars())} if available_jars() else {}
     settings = Settings(spark=SparkSettings(master="local[2]", app_name="deltamark-tests",
-                                            conf=jars))
+                                            conf=jars | iceberg_catalog(
+                                                tmp_path_factory.mktemp("iceberg"))))
     session = spark_session(settings)
     # The JVMs started after this one, each test's `deltamark run` processes, live seconds:
     # compiled by C1 only, they start ~1 s and run their first Delta write ~1.5 s sooner.
@@ -71,6 +72,14 @@ def spark(s3_server):
         filter(None, ["-XX:TieredStopAtLevel=1", os.environ.get("SPARK_SUBMIT_OPTS")]))
     yield session
     session.stop()
+
+
+def iceberg_catalog(warehouse) -> dict[str, str]:
+    """The Spark conf of the Iceberg catalog ``lake`` the tests' session has: a path
+    (hadoop) catalog in ``warehouse`` (``spark.conf.get`` it to configure another)."""
+    return {"spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.lake.type": "hadoop",
+            "spark.sql.catalog.lake.warehouse": str(warehouse)}
 
 
 @pytest.fixture

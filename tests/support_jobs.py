@@ -191,8 +191,8 @@ class TableToTwoTargets(IncrementalJob):
 
 class CheckedCopy(IncrementalJob):
     """Landing order files -> a Delta table (``sink: parquet``: a Parquet directory) through
-    the rule set named by ``ruleset``; ``archive`` (Delta) and ``raw`` (Parquet) are
-    written first, ungated."""
+    the rule set named by ``ruleset``; ``archive`` (Delta), ``raw`` (Parquet) and
+    ``iceberg_archive`` are written first, ungated."""
 
     def run(self, ctx):
         df = read(ctx, schema="order_id BIGINT, email STRING, amount DOUBLE, status STRING")
@@ -200,6 +200,8 @@ class CheckedCopy(IncrementalJob):
             ctx.write_delta(df, ctx.params["archive"])
         if "raw" in ctx.params:
             ctx.write_parquet(df, ctx.params["raw"])
+        if "iceberg_archive" in ctx.params:
+            ctx.write_iceberg(df, ctx.params["iceberg_archive"])
         write = ctx.write_parquet if ctx.params.get("sink") == "parquet" else ctx.write_delta
         write(df, ctx.params["target"], checks=ctx.params["ruleset"])
 
@@ -327,3 +329,44 @@ class ExitsEarly(IncrementalJob):
 
         ctx.write_delta(read(ctx), ctx.params["target"])
         sys.exit(int(ctx.params["code"]))
+
+
+class FilesToIceberg(IncrementalJob):
+    """Landing files -> an Iceberg table (``table``), in ``mode`` (merge on ``id``)."""
+
+    def run(self, ctx):
+        mode = ctx.params.get("mode", "append")
+        ctx.write_iceberg(read(ctx), ctx.params["table"], mode=mode,
+                          keys=["id"] if mode == "merge" else (),
+                          checks=ctx.params.get("checks_name"))
+
+
+class IcebergToIceberg(IncrementalJob):
+    """An Iceberg table read incrementally (``changes``: its changelog, updates paired on
+    ``id``) -> another, merged on ``id`` (deletes left out)."""
+
+    def run(self, ctx):
+        changes = ctx.params.get("changes") == "true"
+        df = ctx.read_iceberg(ctx.params["source"], transformation_ctx="src", changes=changes,
+                              keys=["id"] if changes else (),
+                              expired=ctx.params.get("expired", "fail"))
+        if changes:
+            from pyspark.sql import functions as F
+
+            ctx.publish("changes", ",".join(sorted(
+                f"{r._change_type}:{r.id}" for r in df.select("_change_type", "id").collect())))
+            df = df.where(F.col("_change_type").isin("INSERT", "UPDATE_AFTER")).drop(
+                "_change_type", "_change_ordinal", "_commit_snapshot_id")
+        ctx.write_iceberg(df, ctx.params["target"], mode=ctx.params.get("mode", "merge"),
+                          keys=["id"])
+
+
+class FilesToIcebergBySpark(IncrementalJob):
+    """Landing files -> an Iceberg table written by the job itself with Spark's v2 writer
+    (not tracked by deltamark as a target)."""
+
+    def run(self, ctx):
+        df = read(ctx)
+        ctx.spark.sql(f"CREATE TABLE IF NOT EXISTS {ctx.params['table']} (id BIGINT) "
+                      "USING iceberg")
+        df.writeTo(ctx.params["table"]).append()

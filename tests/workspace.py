@@ -45,6 +45,25 @@ class Workspace:
         self.settings = load_settings(conf_dir=self.conf)
         return name
 
+    def use_iceberg(self, catalog: dict[str, str] | None = None, *,
+                    session: bool = True) -> str:
+        """Configure an Iceberg catalog in this project's conf: the tests' session's
+        (``lake``), or the ``spark.sql.catalog.<name>.*`` conf ``catalog``, which the
+        session takes too unless not ``session``. Returns ``<catalog>.<a namespace of
+        this workspace's own>``."""
+        if catalog is None:
+            catalog = {key: self.spark.conf.get(key) for key in (
+                "spark.sql.catalog.lake", "spark.sql.catalog.lake.type",
+                "spark.sql.catalog.lake.warehouse")}
+        for key, value in catalog.items() if session else ():
+            self.spark.conf.set(key, value)
+        settings = yaml.safe_load((self.conf / "deltamark.yaml").read_text())
+        settings.setdefault("spark", {}).setdefault("conf", {}).update(catalog)
+        (self.conf / "deltamark.yaml").write_text(yaml.safe_dump(settings))
+        self.settings = load_settings(conf_dir=self.conf)
+        name = min(catalog, key=len).removeprefix("spark.sql.catalog.")
+        return f"{name}.{self.root.name.replace('-', '_').lower()}"
+
     def declare(self, name="copy", cls="CopyFiles", bookmark="enable", checks=None, **params):
         spec = {"class": f"{SUPPORT}:{cls}", "bookmark": bookmark,
                 "params": {"landing": str(self.landing), "target": self.target, **params}}

@@ -24,7 +24,8 @@ __all__ = ["KINDS", "Backlog", "Bookmarks", "SourceKind", "source_kind"]
 #: read-only command showing a bookmark does not import every source's dependencies)
 KINDS = {"files": "framework.sources.files:FileState",
          "delta": "framework.sources.delta:DeltaState",
-         "jdbc": "framework.sources.jdbc:JdbcState"}
+         "jdbc": "framework.sources.jdbc:JdbcState",
+         "iceberg": "framework.sources.iceberg:IcebergState"}
 
 
 class Bookmarks(Protocol):

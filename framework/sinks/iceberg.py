@@ -1,0 +1,215 @@
+"""Iceberg targets: each run's commit is one snapshot that names the run.
+
+A run writes through Spark (``append``, ``overwrite`` of the whole table, or ``merge`` on
+keys), with its identity and record in the snapshot's summary (``deltamark.job``,
+``deltamark.run_seq``, ``deltamark.run_id``, ``deltamark.record``): recovery and replays
+read them back with pyiceberg (``framework.iceberg``) to find what landed, and never write
+a run twice. Rolling back and restoring are Iceberg's ``rollback_to_snapshot`` (Spark).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Literal
+
+from framework import iceberg
+from framework.errors import IcebergError
+from framework.sinks.target import RestoredTarget, TargetRun, Written
+from framework.spark import quoted, temporary_conf
+from framework.spark_lines import at_least
+from state_tables.model import RunOutput, RunRecord
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["OUTPUT_TAG", "IcebergTarget", "IcebergWrite", "WriteMode", "is_output", "write"]
+
+logger = logging.getLogger(__name__)
+
+#: the tag of an Iceberg target's entry in ``Run.outputs``
+OUTPUT_TAG: RunOutput = {"format": "iceberg"}
+
+WriteMode = Literal["append", "overwrite", "merge"]
+#: Iceberg's session conf whose keys a SQL statement's snapshot summary takes (1.11, Spark 4)
+_SESSION_PROPERTY = "spark.sql.iceberg.snapshot-property."
+
+
+def is_output(output: RunOutput) -> bool:
+    """Whether a run's output entry is an Iceberg target's."""
+    return output.get("format") == OUTPUT_TAG["format"]
+
+
+@dataclass(frozen=True)
+class IcebergWrite:
+    """What a run's write did: the snapshot it committed (None: the table has none),
+    ``replayed`` when an earlier attempt of the run had committed it."""
+
+    snapshot: int | None
+    replayed: bool = False
+
+
+def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
+          keys: Sequence[str], job: str, run_id: str, run_seq: int, record: RunRecord,
+          before_commit: Callable[[], object]) -> IcebergWrite:
+    """Write ``df`` to ``table`` as run ``run_seq`` of ``job``, once: when the table holds
+    the run already, nothing is written. ``before_commit`` runs before the snapshot is
+    committed (the runner records the run's plan then).
+
+    Raises:
+        IcebergError: a merge without keys, or keys the rows lack.
+    """
+    if mode == "merge":
+        if not keys:
+            raise IcebergError(table, "mode='merge' needs keys=[the columns that identify a "
+                               "row]")
+        if missing := [key for key in keys if key not in df.columns]:
+            raise IcebergError(table, f"merge keys {missing} are not columns of the rows "
+                               f"written ({', '.join(df.columns)})")
+    target = IcebergTarget(table)
+    if target.landed(job, run_seq):
+        newest = iceberg.current(table)
+        return IcebergWrite(newest.snapshot_id if newest else None, replayed=True)
+    before_commit()
+    mark = {f"{iceberg.MARK_PREFIX}job": job, f"{iceberg.MARK_PREFIX}run_seq": str(run_seq),
+            f"{iceberg.MARK_PREFIX}run_id": run_id,
+            f"{iceberg.MARK_PREFIX}record": json.dumps(record, default=str)}
+    exists = iceberg.exists(table)
+    if mode == "merge" and exists and at_least("4.0"):
+        from pyspark.sql import functions as F
+
+        matched = F.expr(" AND ".join(
+            f"{table}.{quoted(key)} = deltamark_rows.{quoted(key)}" for key in keys))
+        with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
+            (df.alias("deltamark_rows").mergeInto(table, matched).whenMatched().updateAll()
+             .whenNotMatched().insertAll().merge())
+    elif mode == "merge" and exists:
+        # Spark 3.5's Iceberg gives a SQL statement's snapshot no properties: the MERGE,
+        # then an empty append naming the run and its two snapshots. A crash between them
+        # leaves the run unlanded; its replay merges the same rows again, changing nothing.
+        view = f"deltamark_merge_{run_seq}"
+        df.createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quoted(key)} = s.{quoted(key)}" for key in keys)
+        spark.sql(f"MERGE INTO {table} t USING {view} s ON {on} "
+                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+        spark.catalog.dropTempView(view)
+        marker = df.limit(0).writeTo(table)
+        for key, value in (mark | {f"{iceberg.MARK_PREFIX}commits": "2"}).items():
+            marker = marker.option(f"snapshot-property.{key}", value)
+        marker.append()
+    else:
+        writer = df.writeTo(table)
+        for key, value in mark.items():
+            writer = writer.option(f"snapshot-property.{key}", value)
+        if not exists:
+            writer.using("iceberg").create()
+        elif mode == "overwrite":
+            from pyspark.sql import functions as F
+
+            writer.overwrite(F.lit(True))
+        else:
+            writer.append()
+    newest = iceberg.current(table)
+    return IcebergWrite(newest.snapshot_id if newest else None)
+
+
+@dataclass(frozen=True)
+class IcebergTarget:
+    """An Iceberg table written by runs (``Target``)."""
+
+    key: str
+
+    def describe(self, output: RunOutput) -> str:
+        return f"snapshot {output.get('version', '?')}"
+
+    def written(self, output: RunOutput) -> Written:
+        found = next((s for s in iceberg.history(self.key)
+                      if s.snapshot_id == output.get("version")), None)
+        if found is None:
+            return Written()
+        return Written(_number(found.summary.get("added-records")),
+                       _number(found.summary.get("added-data-files")),
+                       _number(found.summary.get("added-files-size")))
+
+    def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
+        if not iceberg.exists(self.key):
+            return []
+        found = []
+        for snapshot in iceberg.history(self.key):
+            mine = snapshot.mark()
+            if mine.get("job") == job and mine["run_seq"] > after_seq:
+                found.append(TargetRun(
+                    self.key, mine["run_seq"], mine.get("run_id", "?"),
+                    datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC),
+                    snapshot.snapshot_id, mine["record"],
+                    {**OUTPUT_TAG, "written": True, "version": snapshot.snapshot_id}))
+        return found
+
+    def landed(self, job: str, run_seq: int) -> bool:
+        return bool(self.runs(job, after_seq=run_seq - 1))
+
+    def discard(self, job: str, run_seq: int) -> None:
+        """Nothing to do: an uncommitted write is invisible."""
+
+    def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
+        chain = iceberg.history(self.key)
+        mine = chain[-1].mark() if chain else {}
+        if (mine.get("job"), mine.get("run_seq")) != (job, run_seq):
+            logger.warning("cannot roll back %s: another writer committed since", self.key)
+            return False
+        first = chain[-int(mine.get("commits", 1))]  # a merge on Spark 3.5 made two
+        _rollback(self.key, first.parent_id)
+        return True
+
+    def restore_blockers(self, job: str, run_seq: int) -> list[str]:
+        _, later = self._since(job, run_seq)
+        return [f"{self.key} snapshot {s.snapshot_id} ({s.operation} at "
+                f"{datetime.fromtimestamp(s.timestamp_ms / 1000, UTC):%Y-%m-%d %H:%M:%S}) "
+                "by another writer" for s in later if s.mark().get("job") != job]
+
+    def restore(self, job: str, run_seq: int, run_id: str) -> RestoredTarget | None:
+        keep, later = self._since(job, run_seq)
+        if not later:
+            return None
+        _rollback(self.key, keep)
+        return RestoredTarget(self.key, later[0].snapshot_id, keep,
+                              keep if keep is not None else 0)
+
+    def _since(self, job: str, run_seq: int) -> tuple[int | None, list[iceberg.Snapshot]]:
+        """The snapshot of ``job``'s newest commit up to run ``run_seq`` (None: the table
+        had none then), and the snapshots after it, newest first."""
+        if not iceberg.exists(self.key):
+            return None, []
+        chain = iceberg.history(self.key)[::-1]
+        keep = next((s.snapshot_id for s in chain
+                     if (mine := s.mark()).get("job") == job and mine["run_seq"] <= run_seq),
+                    None)
+        later = [] if keep is None and not chain else list(itertools.takewhile(
+            lambda s: s.snapshot_id != keep, chain))
+        return keep, later
+
+
+def _rollback(table: str, snapshot: int | None) -> None:
+    """Make ``snapshot`` the table's current one again (None: empty the table), in the
+    running Spark session."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise IcebergError(table, "rolling an Iceberg table back needs Spark; run the "
+                           "command with the job's Spark conf (deltamark runs it in a "
+                           "session)")
+    catalog, identifier = iceberg.split_name(table)
+    if snapshot is None:
+        spark.sql(f"DELETE FROM {table}")
+        return
+    spark.sql(f"CALL {catalog}.system.rollback_to_snapshot('{'.'.join(identifier)}', "
+              f"{snapshot})")
+
+
+def _number(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None

@@ -1,0 +1,269 @@
+"""Iceberg tables as incremental sources and exactly-once targets (framework.iceberg,
+framework.sources.iceberg, framework.sinks.iceberg), on the tests' path catalog ``lake``.
+
+They run on the Spark lines Iceberg has a Spark runtime for (3.5 and 4.1 in CI's
+compatibility part); on the others, the one-line refusal is what is tested.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_exactly_once import crash
+
+from framework import admin, iceberg
+from framework.errors import IcebergError, JobFailedError, SparkFeatureError
+from framework.spark_lines import installed_version, spark_line
+from framework.target_runs import runs_in
+
+HAS_RUNTIME = spark_line().iceberg is not None
+needs_runtime = pytest.mark.skipif(
+    not HAS_RUNTIME, reason=f"Iceberg has no Spark runtime for Spark {spark_line().name}: "
+    "these run in the compatibility part, on 3.5 and 4.1")
+
+
+def test_a_line_without_iceberg_runtime_refuses_in_one_line():
+    if HAS_RUNTIME:
+        iceberg.require_runtime()  # nothing to refuse
+        return
+    with pytest.raises(SparkFeatureError) as refused:
+        iceberg.require_runtime()
+    assert str(refused.value) == ("Iceberg tables: Iceberg has no Spark runtime for Spark "
+                                  f"{installed_version()}; they need Spark 3.5, 4.0, 4.1")
+
+
+def test_tables_are_named_catalog_namespace_table():
+    iceberg.configure({"spark.sql.catalog.lake": iceberg.CATALOG_CLASSES[0],
+                       "spark.sql.catalog.lake.type": "hadoop"})
+    assert iceberg.split_name("lake.db.t") == ("lake", ("db", "t"))
+    with pytest.raises(IcebergError, match=r"no Iceberg catalog 'other' \(catalogs: lake\)"):
+        iceberg.split_name("other.db.t")
+    with pytest.raises(IcebergError, match=r"name Iceberg tables catalog\.namespace\.table"):
+        iceberg.split_name("lake.t")
+
+
+@pytest.fixture
+def chain(ws):
+    """files -> bronze (Iceberg, appended) -> silver (Iceberg, merged on id)."""
+    namespace = ws.use_iceberg()
+    bronze, silver = f"{namespace}.bronze", f"{namespace}.silver"
+    ws.declare("bronze", cls="FilesToIceberg", table=bronze, lineage="source_file")
+    ws.declare("silver", cls="IcebergToIceberg", source=bronze, target=silver)
+    return ws, bronze, silver
+
+
+def ids(spark, table: str) -> list[int]:
+    return sorted(r.id for r in spark.table(table).select("id").collect())
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_a_chain_of_iceberg_tables_runs_incrementally_and_skips_when_nothing_is_new(chain):
+    ws, bronze, silver = chain
+    ws.land(rows=2)
+    ws.land(rows=1)
+    assert ws.run("bronze").status == "succeeded"
+    first = ws.run("silver")
+    assert first.inputs["src"] == {"snapshots": 1}
+    assert ids(ws.spark, silver) == [100, 101, 200]
+    ws.land(rows=2)
+    ws.run("bronze")
+    second = ws.run("silver")
+    assert second.inputs["src"] == {"snapshots": 1}
+    assert ids(ws.spark, silver) == [100, 101, 200, 300, 301]
+    # each run's snapshot names it (on Spark 3.5 a merge's MERGE snapshot is followed by
+    # an empty one naming the run); the bookmark is the snapshot read up to
+    marks = [s.mark() for s in iceberg.history(silver)]
+    assert [(m["job"], m["run_seq"]) for m in marks if m] == [("silver", 1), ("silver", 2)]
+    # found by the table's name alone, as the checks that the state knows every run do
+    assert [r.run_seq for r in runs_in(silver, "silver")] == [1, 2]
+    [bookmark] = ws.store.bookmarks("silver")
+    assert bookmark.state["snapshot"] == iceberg.current(bronze).snapshot_id
+    # nothing new: both runs are skipped before Spark is asked anything
+    assert ws.run("bronze").status == "skipped"
+    assert ws.run("silver").status == "skipped"
+    ws.land(rows=1)
+    assert ws.run("bronze").status == "succeeded"
+    assert ws.run("silver").status == "succeeded"
+    assert ids(ws.spark, silver) == [100, 101, 200, 300, 301, 400]
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_changes_give_inserts_updates_and_deletes(chain):
+    ws, bronze, silver = chain
+    ws.declare("silver", cls="IcebergToIceberg", source=bronze, target=silver, changes="true")
+    ws.land(rows=3)
+    ws.run("bronze")
+    assert ws.run("silver").properties["changes"] == "INSERT:100,INSERT:101,INSERT:102"
+    ws.spark.sql(f"UPDATE {bronze} SET source_file = 'changed' WHERE id = 101")
+    ws.spark.sql(f"DELETE FROM {bronze} WHERE id = 102")
+    ws.spark.sql(f"INSERT INTO {bronze} SELECT 103, 'typed'")
+    report = ws.run("silver")
+    assert report.inputs["src"] == {"snapshots": 3}
+    assert report.properties["changes"] == (
+        "DELETE:102,INSERT:103,UPDATE_AFTER:101,UPDATE_BEFORE:101")
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_rows_changed_in_place_are_not_silently_missed(chain):
+    ws, bronze, _ = chain
+    ws.land(rows=2)
+    ws.run("bronze")
+    ws.run("silver")
+    ws.spark.sql(f"DELETE FROM {bronze} WHERE id = 100")
+    with pytest.raises(JobFailedError) as failed:
+        ws.run("silver")
+    message = str(failed.value)
+    # copy-on-write: the delete rewrote the file holding the row
+    assert "(overwrite) changed rows in place" in message, message
+    assert "read_iceberg(..., changes=True)" in message
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_an_expired_bookmark_fails_naming_the_way_out_or_refreshes_in_full(chain):
+    ws, bronze, silver = chain
+    ws.land(rows=1)
+    ws.run("bronze")
+    ws.run("silver")
+    ws.land(rows=1)
+    ws.run("bronze")
+    ws.land(rows=1)
+    ws.run("bronze")
+    catalog, identifier = iceberg.split_name(bronze)
+    ws.spark.sql(f"CALL {catalog}.system.expire_snapshots(table => '{'.'.join(identifier)}', "
+                 "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)")
+    with pytest.raises(JobFailedError) as failed:
+        ws.run("silver")
+    assert "expired='full_refresh'" in str(failed.value)
+    assert "reset the reading context" in str(failed.value)
+    ws.declare("silver", cls="IcebergToIceberg", source=bronze, target=silver,
+               expired="full_refresh")
+    assert ws.run("silver").status == "succeeded"
+    assert ids(ws.spark, silver) == [100, 200, 300]
+
+
+@needs_runtime
+@pytest.mark.compat
+@pytest.mark.parametrize("step", ["staged", "target_committed"])
+def test_a_crash_around_the_iceberg_commit_then_recovery_writes_every_row_once(ws, step):
+    table = f"{ws.use_iceberg()}.target"
+    ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
+    ws.land(rows=2)
+    crash(ws, "copy", step)
+    ws.land(rows=1)
+    report = ws.run("copy")
+    assert report.status == "succeeded"
+    assert ids(ws.spark, table) == [100, 101, 200]
+    action = ws.store.runs("copy")[-1].recovery or report.recovered.action
+    assert action == ("aborted" if step == "staged" else "replayed"), action
+    marks = [s.mark()["run_seq"] for s in iceberg.history(table)]
+    assert len(marks) == len(set(marks))  # no run committed twice
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_rewind_with_restore_targets_rolls_an_iceberg_target_back(ws):
+    table = f"{ws.use_iceberg()}.target"
+    ws.declare("copy", cls="FilesToIceberg", table=table)
+    runs = []
+    for _ in range(3):
+        ws.land(rows=1)
+        runs.append(ws.run("copy"))
+    done = admin.rewind(ws.settings, "copy", to_run=runs[0].run_id, restore_targets=True)
+    [restored] = done.restored
+    assert restored.to_version == runs[0].outputs[table]["version"]
+    assert ids(ws.spark, table) == [100]
+    ws.run("copy")
+    assert ids(ws.spark, table) == [100, 200, 300]
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_a_rejected_run_rolls_its_iceberg_write_back(ws):
+    table = f"{ws.use_iceberg()}.archive"
+    rules = [{"IsComplete": "email"}]
+    ws.declare("copy", cls="CheckedCopy", checks={"orders": {"policy": "fail", "rules": rules}},
+               ruleset="orders", iceberg_archive=table)
+    (ws.landing / "orders-1.json").write_text(
+        '{"order_id": 1, "email": "a@x.com", "amount": 1.0, "status": "new"}\n')
+    ws.run("copy")
+    (ws.landing / "orders-2.json").write_text(
+        '{"order_id": 2, "email": null, "amount": 1.0, "status": "new"}\n')
+    with pytest.raises(JobFailedError):
+        ws.run("copy")
+    assert f"rolled back: {table}" in ws.store.last_run("copy").error
+    assert sorted(r.order_id for r in ws.spark.table(table).collect()) == [1]
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_the_rows_a_run_read_stay_readable_for_spark_v2_writers(ws):
+    table = f"{ws.use_iceberg()}.own"
+    ws.declare("copy", cls="FilesToIcebergBySpark", table=table)
+    ws.land(rows=2)
+    assert ws.run("copy").status == "succeeded"
+    assert ids(ws.spark, table) == [100, 101]
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_a_jdbc_catalog_on_postgresql_is_read_without_a_jvm_too(ws, pg_server):
+    """Runs in processes of their own: deltamark puts the JDBC driver where Iceberg's
+    catalog finds it when their sessions start."""
+    db = pg_server.database()
+    ws.connect(db)  # the JDBC driver in spark.jars
+    namespace = ws.use_iceberg({
+        "spark.sql.catalog.pg": iceberg.CATALOG_CLASSES[0],
+        "spark.sql.catalog.pg.type": "jdbc", "spark.sql.catalog.pg.uri": db.url,
+        "spark.sql.catalog.pg.jdbc.user": db.user,
+        "spark.sql.catalog.pg.jdbc.password": db.password,
+        "spark.sql.catalog.pg.warehouse": str(ws.root / "warehouse")}, session=False)
+    bronze, silver = f"{namespace}.bronze", f"{namespace}.silver"
+    ws.declare("bronze", cls="FilesToIceberg", table=bronze)
+    ws.declare("silver", cls="IcebergToIceberg", source=bronze, target=silver)
+    ws.land(rows=2)
+    for job in ("bronze", "silver"):
+        process = ws.start_run(job)
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+    # pyiceberg's SQL catalog reads the tables Spark's JDBC catalog keeps
+    [mark] = [s.mark() for s in iceberg.history(silver)]
+    assert (mark["job"], mark["run_seq"]) == ("silver", 1)
+    assert ws.store.last_run("silver").inputs["src"] == {"snapshots": 1}
+    assert ws.run("silver").status == "skipped"  # decided before Spark is asked anything
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_a_path_catalog_on_s3_is_read_without_a_jvm_too(ws, bucket):
+    namespace = ws.use_iceberg({"spark.sql.catalog.s3lake": iceberg.CATALOG_CLASSES[0],
+                                "spark.sql.catalog.s3lake.type": "hadoop",
+                                "spark.sql.catalog.s3lake.warehouse": f"{bucket}/warehouse"})
+    bronze, silver = f"{namespace}.bronze", f"{namespace}.silver"
+    ws.declare("bronze", cls="FilesToIceberg", table=bronze)
+    ws.declare("silver", cls="IcebergToIceberg", source=bronze, target=silver)
+    ws.land(rows=2)
+    ws.run("bronze")
+    assert ws.run("silver").inputs["src"] == {"snapshots": 1}
+    assert ids(ws.spark, silver) == [100, 101]
+    # pyiceberg reads the table's metadata on S3 (AWS_ENDPOINT_URL, as S3A does)
+    assert iceberg.current(silver).mark()["run_seq"] == 1
+    assert ws.run("bronze").status == ws.run("silver").status == "skipped"
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_a_pause_run_rereads_the_snapshots_between_two_runs(chain):
+    ws, _, silver = chain
+    runs = []
+    for _ in range(3):
+        ws.land(rows=1)
+        ws.run("bronze")
+        runs.append(ws.run("silver"))
+    report = ws.run("silver", bookmark="pause", bookmark_from=runs[0].run_id,
+                    bookmark_to=runs[1].run_id)
+    assert report.inputs["src"] == {"snapshots": 1}  # bronze's second snapshot, again
+    assert ids(ws.spark, silver) == [100, 200, 300]  # merged: nothing twice
+    assert ws.store.bookmarks("silver")[0].run_seq == 3  # a pause moves no bookmark
