@@ -73,7 +73,8 @@ def utc(when: datetime) -> str:
 
 def read(counts: Mapping[str, int]) -> str:
     """What one source of a run read, from its counts in the runs table: files
-    (``1 of 3 files (5.11 KB)``, and what it left), Delta versions or database rows; counts
+    (``1 of 3 files (5.11 KB)``, and what it left), Delta versions, Iceberg snapshots or
+    database rows; counts
     of another shape (an older deltamark's) as they are."""
     if "to_version" in counts:
         last = counts["to_version"]
@@ -94,6 +95,9 @@ def read(counts: Mapping[str, int]) -> str:
         return ", ".join(said)
     if "rows" in counts:
         return plural(counts["rows"], "row")
+    if "snapshots" in counts:  # an Iceberg table's
+        return plural(counts["snapshots"], "snapshot") if counts["snapshots"] else (
+            "no new snapshot")
     return ", ".join(f"{value} {key}" for key, value in counts.items()) or "nothing counted"
 
 

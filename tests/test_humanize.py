@@ -43,6 +43,7 @@ def test_how_long_ago():
     ({"from_version": 0, "to_version": 0, "versions": 1}, "version 0"),
     ({"from_version": 6, "to_version": 5, "versions": 0}, "no new version (at version 5)"),
     ({"rows": 1}, "1 row"), ({"rows": 120}, "120 rows"),
+    ({"snapshots": 1}, "1 snapshot"), ({"snapshots": 0}, "no new snapshot"),
     ({"pages": 3}, "3 pages"), ({}, "nothing counted")])
 def test_what_a_source_read(counts, said):
     assert humanize.read(counts) == said

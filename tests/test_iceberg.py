@@ -122,6 +122,24 @@ def test_rows_changed_in_place_are_not_silently_missed(chain):
 
 @needs_runtime
 @pytest.mark.compat
+def test_a_changelog_over_delete_files_fails_naming_the_way_out(chain):
+    ws, bronze, silver = chain
+    ws.declare("silver", cls="IcebergToIceberg", source=bronze, target=silver, changes="true")
+    ws.land(rows=2)
+    ws.run("bronze")
+    ws.run("silver")
+    ws.spark.sql(f"ALTER TABLE {bronze} SET TBLPROPERTIES ('format-version' = '2', "
+                 "'write.delete.mode' = 'merge-on-read')")
+    ws.spark.sql(f"DELETE FROM {bronze} WHERE id = 100")
+    with pytest.raises(JobFailedError) as failed:
+        ws.run("silver")
+    assert "has delete files (merge-on-read), which Iceberg's changelog cannot read" in str(
+        failed.value)
+    assert "rewrite_position_delete_files" in str(failed.value)
+
+
+@needs_runtime
+@pytest.mark.compat
 def test_an_expired_bookmark_fails_naming_the_way_out_or_refreshes_in_full(chain):
     ws, bronze, silver = chain
     ws.land(rows=1)

@@ -93,36 +93,29 @@ def test_the_setup_jars_bring_delta_s3a_and_avro_and_nothing_pyspark_ships(spark
     assert f"spark-avro_{line.scala}-{line.avro}.jar" in installed
     if line.delta:
         assert f"{'-'.join(line.delta)}.jar" in installed
+    if line.iceberg:  # the tests' session names an Iceberg catalog: it has the extensions
+        assert f"{'-'.join(line.iceberg)}.jar" in installed
+        assert "IcebergSparkSessionExtensions" in spark.conf.get("spark.sql.extensions")
 
 
-def test_a_local_session_maps_the_class_archive_the_setup_wrote(spark):
-    from framework.local_jvm import class_archive
+def test_iceberg_catalogs_get_their_extensions_and_jdbc_drivers_where_iceberg_finds_them(
+        tmp_path):
+    from framework.config import Settings, SparkSettings
+    from framework.iceberg import EXTENSION
+    from framework.spark import DELTA_EXTENSION, session_conf
 
-    archive = class_archive(spark.sparkContext.getConf().get("spark.driver.extraClassPath", ""))
-    if not archive.exists():
-        unavailable(f"no Spark class archive at {archive} (bash .ci/setup.sh writes it)")
-    runtime = spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert f"-XX:SharedArchiveFile={archive}" in list(runtime.getInputArguments())
-
-
-def test_local_writes_set_permissions_without_chmod_processes(spark, tmp_path):
-    from framework.local_jvm import FILE_SYSTEM_CLASS, file_system_jar
-
-    if not file_system_jar().exists():
-        unavailable(f"no local file system jar at {file_system_jar()} (bash .ci/setup.sh "
-                    "builds it with javac)")
-    jvm = spark._jvm
-    hadoop = spark._jsc.hadoopConfiguration()
-    fs = jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}").getFileSystem(hadoop)
-    assert fs.getClass().getName() == FILE_SYSTEM_CLASS
-
-    spark.range(3).write.parquet(str(tmp_path / "table"))
-    written = sorted((tmp_path / "table").glob("part-*.parquet"))
-    assert written
-    assert oct((tmp_path / "table").stat().st_mode & 0o7777) == oct(0o755)
-    assert {oct(file.stat().st_mode & 0o7777) for file in written} == {oct(0o644)}
-    assert spark.read.parquet(str(tmp_path / "table")).count() == 3
-
-    sticky = jvm.org.apache.hadoop.fs.permission.FsPermission("1777")
-    fs.setPermission(jvm.org.apache.hadoop.fs.Path(f"file://{tmp_path}/table"), sticky)
-    assert oct((tmp_path / "table").stat().st_mode & 0o7777) == oct(0o1777)  # via chmod
+    delta, driver = tmp_path / "delta-spark_2.13-4.4.0.jar", tmp_path / "sqlite-jdbc.jar"
+    delta.write_bytes(b"")
+    driver.write_bytes(b"")
+    catalog = {"spark.sql.catalog.cat": "org.apache.iceberg.spark.SparkCatalog",
+               "spark.sql.catalog.cat.type": "jdbc",
+               "spark.sql.catalog.cat.uri": "jdbc:sqlite:/tmp/catalog.db",
+               # the user's jars: deltamark adds none of its own
+               "spark.jars": f"{delta},{driver},hdfs://nn/remote.jar",
+               "spark.driver.extraClassPath": "/opt/iceberg-spark-runtime-4.1_2.13-1.11.0.jar"}
+    conf = session_conf(Settings(spark=SparkSettings(conf=catalog)), master="yarn")
+    assert conf["spark.sql.extensions"] == f"{DELTA_EXTENSION},{EXTENSION}"
+    assert conf["spark.driver.extraClassPath"].split(":")[1:] == [str(delta), str(driver)]
+    no_runtime = {**catalog, "spark.driver.extraClassPath": ""}
+    conf = session_conf(Settings(spark=SparkSettings(conf=no_runtime)), master="yarn")
+    assert conf["spark.sql.extensions"] == DELTA_EXTENSION  # no class to load

@@ -7,6 +7,8 @@ every insert, update and delete through Iceberg's changelog, with ``_change_type
 ``_change_ordinal`` and ``_commit_snapshot_id``. The first run reads the whole table at the
 pinned snapshot. Without ``changes``, a snapshot that changed rows in place (an overwrite
 or a delete) stops the read with the way out; compactions (``replace``) change no rows.
+With ``changes``, so do delete files (merge-on-read), which Iceberg's changelog cannot
+read.
 
 A bookmark whose snapshot left the table's history (expired, or the table was rolled back
 before it) cannot be continued: the read fails naming the way out, or with
@@ -125,6 +127,14 @@ def plan_iceberg(table: str, *, start: IcebergState | None, end: IcebergState | 
                            "changed rows in place, which a read "
                            "of appended rows would miss: read them with read_iceberg(..., "
                            "changes=True)")
+    if changes and (deletes := next((s for s in new if s.operation != "replace" and int(
+            s.summary.get("total-delete-files", "0")) > 0), None)):
+        raise IcebergError(table, f"snapshot {deletes.snapshot_id} has delete files "
+                           "(merge-on-read), which Iceberg's changelog cannot read: write the "
+                           "table copy-on-write (write.delete.mode, write.update.mode, "
+                           "write.merge.mode), rewrite its delete files away (CALL "
+                           f"{table.split('.')[0]}.system.rewrite_position_delete_files with "
+                           "rewrite-all), then reset this context to read it in full once")
     return IcebergPlan(table, after, to, len(new), advance)
 
 
