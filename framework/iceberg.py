@@ -28,6 +28,7 @@ from framework.errors import IcebergError, SparkFeatureError
 from framework.spark_lines import LINES, installed_version, line_of
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 __all__ = ["CATALOG_CLASSES", "EXTENSION", "MARK_PREFIX", "RUNTIME", "Snapshot", "configure",
@@ -49,6 +50,8 @@ MARK_PREFIX = "deltamark."
 _CATALOG = "spark.sql.catalog."
 #: the Spark conf's catalogs, by name: their ``spark.sql.catalog.<name>.*`` properties
 _configured: dict[str, dict[str, str]] = {}
+#: pyiceberg's catalogs made from them (a SQL catalog holds its database's engine)
+_catalogs: dict[str, Catalog] = {}
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ def configure(conf: Mapping[str, str]) -> None:
     """Take the Iceberg catalogs of a Spark conf (``spark.sql.catalog.<name>`` naming an
     Iceberg catalog class, and its properties): ``current`` and ``history`` reach them."""
     _configured.clear()
+    _catalogs.clear()
     for key, value in conf.items():
         name = key.removeprefix(_CATALOG)
         if key.startswith(_CATALOG) and "." not in name and value in CATALOG_CLASSES:
@@ -201,9 +205,11 @@ def _load(table: str) -> Table:
         from pyiceberg.catalog import load_catalog
         from pyiceberg.exceptions import NoSuchTableError
 
+        if catalog not in _catalogs:
+            _catalogs[catalog] = load_catalog(catalog,
+                                              **_pyiceberg_properties(table, properties))
         try:
-            return load_catalog(catalog, **_pyiceberg_properties(table, properties)
-                                ).load_table(identifier)
+            return _catalogs[catalog].load_table(identifier)
         except NoSuchTableError:
             raise IcebergError(table, "no such table in its catalog", missing=True) from None
     except IcebergError:

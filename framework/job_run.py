@@ -223,8 +223,8 @@ class JobRun:
             context, iceberg_source.SOURCE_KIND, plan.counts(),
             plan.state() if plan.advance else None, nothing=not plan.snapshots,
             description=iceberg_source.description(plan, tracked=bookmark)))
-        self.log.info("%s: %d snapshots of %s (after %s, up to %s)", context, plan.snapshots,
-                      table, plan.after or "none", plan.to or "none")
+        self.log.info("%s: snapshots of %s after %s up to %s: %d", context, table,
+                      plan.after or "none", plan.to or "none", plan.snapshots)
         return self._read(context, [Dataset.in_catalog(table)],
                           iceberg_source.read_iceberg(self.spark, plan, changes=changes,
                                                       keys=keys))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
@@ -25,7 +26,7 @@ from framework.spark_lines import at_least
 from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, DataFrameWriterV2, SparkSession
 
 __all__ = ["OUTPUT_TAG", "IcebergTarget", "IcebergWrite", "WriteMode", "is_output", "write"]
 
@@ -71,50 +72,64 @@ def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
             raise IcebergError(table, f"merge keys {missing} are not columns of the rows "
                                f"written ({', '.join(df.columns)})")
     target = IcebergTarget(table)
-    if target.landed(job, run_seq):
-        newest = iceberg.current(table)
-        return IcebergWrite(newest.snapshot_id if newest else None, replayed=True)
+    if landed := target.runs(job, after_seq=run_seq - 1):
+        return IcebergWrite(landed[0].version, replayed=True)
     before_commit()
-    mark = {f"{iceberg.MARK_PREFIX}job": job, f"{iceberg.MARK_PREFIX}run_seq": str(run_seq),
-            f"{iceberg.MARK_PREFIX}run_id": run_id,
-            f"{iceberg.MARK_PREFIX}record": json.dumps(record, default=str)}
-    exists = iceberg.exists(table)
-    if mode == "merge" and exists and at_least("4.0"):
+    mark = {f"{iceberg.MARK_PREFIX}{key}": value for key, value in (
+        ("job", job), ("run_seq", str(run_seq)), ("run_id", run_id),
+        ("record", json.dumps(record, default=str)))}
+    if not iceberg.exists(table):
+        _with_options(df.writeTo(table), mark).using("iceberg").create()
+    elif mode == "merge" and at_least("4.0"):
+        _merge_marked(spark, df, table, keys, mark)
+    elif mode == "merge":
+        _merge_then_mark(spark, df, table, keys, mark)
+    elif mode == "overwrite":
         from pyspark.sql import functions as F
 
-        matched = F.expr(" AND ".join(
-            f"{table}.{quoted(key)} = deltamark_rows.{quoted(key)}" for key in keys))
-        with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
-            (df.alias("deltamark_rows").mergeInto(table, matched).whenMatched().updateAll()
-             .whenNotMatched().insertAll().merge())
-    elif mode == "merge" and exists:
-        # Spark 3.5's Iceberg gives a SQL statement's snapshot no properties: the MERGE,
-        # then an empty append naming the run and its two snapshots. A crash between them
-        # leaves the run unlanded; its replay merges the same rows again, changing nothing.
-        view = f"deltamark_merge_{run_seq}"
-        df.createOrReplaceTempView(view)
+        _with_options(df.writeTo(table), mark).overwrite(F.lit(True))
+    else:
+        _with_options(df.writeTo(table), mark).append()
+    [written] = target.runs(job, after_seq=run_seq - 1)
+    return IcebergWrite(written.version)
+
+
+def _with_options(writer: DataFrameWriterV2, mark: Mapping[str, str]) -> DataFrameWriterV2:
+    """``writer``, whose snapshot's summary takes ``mark``."""
+    for key, value in mark.items():
+        writer = writer.option(f"snapshot-property.{key}", value)
+    return writer
+
+
+def _merge_marked(spark: SparkSession, df: DataFrame, table: str, keys: Sequence[str],
+                  mark: Mapping[str, str]) -> None:
+    """An upsert of ``df`` on ``keys``, in one snapshot whose summary takes ``mark``
+    (Iceberg's session conf for a statement's snapshot properties, Spark 4)."""
+    from pyspark.sql import functions as F
+
+    matched = F.expr(" AND ".join(f"{table}.{quoted(key)} = deltamark_rows.{quoted(key)}"
+                                  for key in keys))
+    with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
+        (df.alias("deltamark_rows").mergeInto(table, matched).whenMatched().updateAll()
+         .whenNotMatched().insertAll().merge())
+
+
+def _merge_then_mark(spark: SparkSession, df: DataFrame, table: str, keys: Sequence[str],
+                     mark: Mapping[str, str]) -> None:
+    """An upsert of ``df`` on ``keys`` on Spark 3.5, whose Iceberg gives a SQL statement's
+    snapshot no properties: the MERGE, then an empty append whose summary takes ``mark``
+    and says the run made two snapshots. A crash between them leaves the run unlanded;
+    its replay merges the same rows again, changing nothing."""
+    view = f"deltamark_merge_{uuid.uuid4().hex}"
+    df.createOrReplaceTempView(view)
+    try:
         on = " AND ".join(f"t.{quoted(key)} = s.{quoted(key)}" for key in keys)
         spark.sql(f"MERGE INTO {table} t USING {view} s ON {on} "
                   "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+    finally:
         spark.catalog.dropTempView(view)
-        marker = df.limit(0).writeTo(table)
-        for key, value in (mark | {f"{iceberg.MARK_PREFIX}commits": "2"}).items():
-            marker = marker.option(f"snapshot-property.{key}", value)
-        marker.append()
-    else:
-        writer = df.writeTo(table)
-        for key, value in mark.items():
-            writer = writer.option(f"snapshot-property.{key}", value)
-        if not exists:
-            writer.using("iceberg").create()
-        elif mode == "overwrite":
-            from pyspark.sql import functions as F
-
-            writer.overwrite(F.lit(True))
-        else:
-            writer.append()
-    newest = iceberg.current(table)
-    return IcebergWrite(newest.snapshot_id if newest else None)
+    _with_options(df.limit(0).writeTo(table),
+                  {**mark, f"{iceberg.MARK_PREFIX}commits": "2"}).append()
 
 
 @dataclass(frozen=True)
