@@ -188,7 +188,7 @@ def test_a_source_kind_this_deltamark_does_not_know_makes_the_run_go_ahead(ws):
     first_run(ws)
     last = ws.store.last_run("copy")
     ws.store.record_run(dataclasses.replace(  # as a newer deltamark's source would
-        last, run_id="newer", run_seq=2, sources={"src": {"kind": "iceberg", "table": "t"}}))
+        last, run_id="newer", run_seq=2, sources={"src": {"kind": "hudi", "table": "t"}}))
     report = ws.run()
     assert report.status == "succeeded"
     assert report.preflight == "src cannot be planned before Spark starts"
