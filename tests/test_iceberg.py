@@ -164,6 +164,25 @@ def test_an_expired_bookmark_fails_naming_the_way_out_or_refreshes_in_full(chain
 
 @needs_runtime
 @pytest.mark.compat
+def test_a_bookmark_whose_own_snapshot_expired_reads_on_from_its_children(chain):
+    ws, bronze, silver = chain
+    ws.land(rows=1)
+    ws.run("bronze")
+    ws.run("silver")
+    read_up_to = iceberg.current(bronze).snapshot_id
+    for _ in range(2):
+        ws.land(rows=1)
+        ws.run("bronze")
+    catalog, identifier = iceberg.split_name(bronze)
+    ws.spark.sql(f"CALL {catalog}.system.expire_snapshots(table => '{'.'.join(identifier)}', "
+                 f"snapshot_ids => array({read_up_to}L))")
+    assert read_up_to not in [s.snapshot_id for s in iceberg.history(bronze)]
+    assert ws.run("silver").inputs["src"] == {"snapshots": 2}
+    assert ids(ws.spark, silver) == [100, 200, 300]
+
+
+@needs_runtime
+@pytest.mark.compat
 @pytest.mark.parametrize("step", ["staged", "target_committed"])
 def test_a_crash_around_the_iceberg_commit_then_recovery_writes_every_row_once(ws, step):
     table = f"{ws.use_iceberg()}.target"
