@@ -335,35 +335,18 @@ class JobRun:
 
     def _write_iceberg(self, df: DataFrame, *, table: str, mode: iceberg_sink.WriteMode,
                        keys: Sequence[str]) -> WriteResult:
-        self._outputs.claim(table)
-        if self.dry_run or not df.columns or (mode != "overwrite" and self.plan.read_nothing()
-                                              and df.isEmpty()):
-            if not self.dry_run:
-                self.log.info("%s: no rows to write: no commit", table)
-            self._outputs.skip(table, **iceberg_sink.OUTPUT_TAG)
-            return WriteResult(version=-1, skipped=True)
-        check_target_write(table, self.job_name, self.run_seq, self.run_id)
-        self._outputs.start(table, **iceberg_sink.OUTPUT_TAG)
-        planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
-
-        def staged() -> None:  # Spark writes and commits in one go: the plan is recorded first
-            planned()
-            crash_point("staged")
-
-        try:
+        def commit(staged: Callable[[], None]) -> tuple[WriteResult, RunOutput]:
+            # Spark writes and commits in one go: the plan is recorded before it starts
             written = iceberg_sink.write(
                 self.spark, df, table, mode=mode, keys=keys, job=self.job_name,
                 run_id=self.run_id, run_seq=self.run_seq, record=self.plan.record(),
                 before_commit=staged)
-        finally:
-            planned()
-        self.log.info("%s %s (snapshot %s)", "found run already in" if written.replayed
-                      else "wrote", table, written.snapshot)
-        self._outputs.land(table, **RunOutput(replayed=written.replayed,
-                                              version=written.snapshot or 0))
-        if self._hooks:
-            self._hooks.after_target_write(self)
-        return WriteResult(version=written.snapshot or 0, skipped=written.replayed)
+            return (WriteResult(version=written.snapshot or 0, skipped=written.replayed),
+                    {"version": written.snapshot or 0})
+
+        return self._committed(df, target=table, kind=iceberg_sink.OUTPUT_TAG,
+                               adds_rows_only=mode != "overwrite", current=lambda: None,
+                               commit=commit, said=lambda written: f"snapshot {written['version']}")
 
     def write_jdbc(self, df: DataFrame, table: str, *, connection: str,
                    database: str | None, checks: str | None) -> WriteResult:
@@ -440,20 +423,51 @@ class JobRun:
         """Write to a Delta table (on ``engine``, else the job's Delta path), or with
         ``file_format`` to a directory of files."""
         engine = engine or self._engine
-        self._outputs.claim(target)
         kind: RunOutput = {} if file_format is None else {**parquet.OUTPUT_TAG}
         if file_format not in (None, "parquet"):
             kind["file_format"] = file_format
-        # an append or merge of no rows changes nothing; an empty overwrite does
-        read_nothing = self.plan.read_nothing()
-        adds_rows_only = mode != "overwrite" and not replace_where
-        if self.dry_run or not df.columns or (adds_rows_only and read_nothing
+
+        def commit(staged: Callable[[], None]) -> tuple[WriteResult, RunOutput]:
+            if file_format:
+                files = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
+                                      run_seq=self.run_seq, attempt=self.identity.attempt,
+                                      partition_by=partition_by, record=self.plan.record(),
+                                      before_commit=staged, file_format=file_format,
+                                      options=file_options)
+                return (WriteResult(version=self.run_seq, skipped=files.replayed),
+                        {"files": len(files.files), "rows": files.rows})
+            result = engine.write(
+                df, target, mode=mode, partition_by=partition_by,
+                replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
+                txn=AppTransaction(app_id(self.job_name), self.run_seq),
+                metadata={"deltamark": self.plan.record()}, before_commit=staged)
+            return result, {"version": result.version}
+
+        return self._committed(
+            df, target=target, kind=kind,
+            # an append or merge of no rows changes nothing; an empty overwrite does
+            adds_rows_only=mode != "overwrite" and not replace_where,
+            current=lambda: None if file_format else engine.version(target), commit=commit,
+            said=lambda written: f"{written['files']} files, {written['rows']} rows"
+            if file_format else f"version {written['version']}")
+
+    def _committed(self, df: DataFrame, *, target: str, kind: RunOutput, adds_rows_only: bool,
+                   current: Callable[[], int | None],
+                   commit: Callable[[Callable[[], None]], tuple[WriteResult, RunOutput]],
+                   said: Callable[[RunOutput], str]) -> WriteResult:
+        """The commit protocol around one write to ``target`` (its output tagged ``kind``):
+        nothing to write (a dry run, no columns, or no rows added in a run that read
+        nothing: the target's ``current`` version), else ``commit(staged)``, whose
+        ``staged()`` waits until the run's plan is recorded before the target commits;
+        it gives the result and what to record of it (``said`` puts that in words)."""
+        self._outputs.claim(target)
+        if self.dry_run or not df.columns or (adds_rows_only and self.plan.read_nothing()
                                               and df.isEmpty()):
             if not self.dry_run:
                 self.log.info("%s: no rows to write: no commit", target)
             self._outputs.skip(target, **kind)
-            current = None if file_format else engine.version(target)
-            return WriteResult(version=-1 if current is None else current, skipped=True)
+            version = current()
+            return WriteResult(version=-1 if version is None else version, skipped=True)
         check_target_write(target, self.job_name, self.run_seq, self.run_id)
         self._outputs.start(target, **kind)
         planned = self._hooks.before_target_write(self) if self._hooks else (lambda: None)
@@ -463,26 +477,11 @@ class JobRun:
             crash_point("staged")
 
         try:  # the data is written while the plan is recorded; it commits only after
-            if file_format:
-                commit = parquet.write(df, target, job=self.job_name, run_id=self.run_id,
-                                       run_seq=self.run_seq, attempt=self.identity.attempt,
-                                       partition_by=partition_by, record=self.plan.record(),
-                                       before_commit=staged, file_format=file_format,
-                                       options=file_options)
-                result = WriteResult(version=self.run_seq, skipped=commit.replayed)
-                written: RunOutput = {"files": len(commit.files), "rows": commit.rows}
-            else:
-                result = engine.write(
-                    df, target, mode=mode, partition_by=partition_by,
-                    replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
-                    txn=AppTransaction(app_id(self.job_name), self.run_seq),
-                    metadata={"deltamark": self.plan.record()}, before_commit=staged)
-                written = {"version": result.version}
+            result, written = commit(staged)
         finally:
             planned()  # also after a skipped or failed write: the record is done before we go on
         self.log.info("%s %s (%s)", "found run already in" if result.skipped else "wrote",
-                      target, f"{written['files']} files, {written['rows']} rows"
-                      if file_format else f"version {result.version}")
+                      target, said(written))
         self._outputs.land(target, **written | RunOutput(replayed=result.skipped))
         if self._hooks:
             self._hooks.after_target_write(self)
