@@ -44,6 +44,8 @@ def pom(line: SparkLine, *, hadoop: str | None = None) -> str:
         # pyspark routes commons-logging through jcl-over-slf4j, and ships RoaringBitmap's
         # shims where its RoaringBitmap needs them
         ("commons-logging", "commons-logging"), ("org.roaringbitmap", "shims")))
+    iceberg = "" if line.iceberg is None else "\n" + _dependency("org.apache.iceberg",
+                                                                 *line.iceberg)
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <!-- The jars deltamark adds to Spark {line.name} (framework/jars.py) -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -58,8 +60,7 @@ def pom(line: SparkLine, *, hadoop: str | None = None) -> str:
   <dependencies>
 {delta}
 {_dependency("org.apache.hadoop", "hadoop-aws", hadoop or line.hadoop)}
-{_dependency("org.apache.spark", f"spark-avro_{line.scala}", line.avro)}
-{"" if line.iceberg is None else _dependency("org.apache.iceberg", *line.iceberg)}
+{_dependency("org.apache.spark", f"spark-avro_{line.scala}", line.avro)}{iceberg}
   </dependencies>
 </project>
 """
