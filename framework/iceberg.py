@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from framework import storage
 from framework.errors import IcebergError, SparkFeatureError
 from framework.spark_lines import LINES, installed_version, line_of
 
@@ -155,14 +156,20 @@ def current(table: str) -> Snapshot | None:
     return None if snapshot is None else _snapshot(snapshot)
 
 
-def history(table: str) -> list[Snapshot]:
+def history(table: str, *, missing_ok: bool = False) -> list[Snapshot]:
     """The current snapshot and its ancestors still in the table's metadata, oldest first
-    (expired ones end the chain).
+    (expired ones end the chain); with ``missing_ok``, none for a table not there.
 
     Raises:
-        IcebergError: no such table, or its catalog cannot be reached.
+        IcebergError: no such table (unless ``missing_ok``), or its catalog cannot be
+            reached.
     """
-    loaded = _load(table)
+    try:
+        loaded = _load(table)
+    except IcebergError as exc:
+        if missing_ok and exc.missing:
+            return []
+        raise
     by_id = {s.snapshot_id: s for s in loaded.snapshots()}
     chain = []
     snapshot = loaded.current_snapshot()
@@ -234,7 +241,8 @@ def _hadoop_table(table: str, properties: Mapping[str, str],
     if local and not os.path.exists(hint):
         raise IcebergError(table, f"no such table (no {hint})", missing=True)
     try:
-        return StaticTable.from_metadata(metadata.rsplit("/", 1)[0], properties=_io())
+        return StaticTable.from_metadata(metadata.rsplit("/", 1)[0],
+                                         properties=storage.pyiceberg_options())
     except FileNotFoundError:
         raise IcebergError(table, f"no such table (no {hint})", missing=True) from None
 
@@ -251,7 +259,7 @@ def _pyiceberg_properties(table: str, properties: Mapping[str, str]) -> dict[str
         found["type"] = kind
     if "warehouse" in found:
         found["warehouse"] = _pyiceberg_uri(found["warehouse"])
-    return {**_io(), **found}
+    return {**storage.pyiceberg_options(), **found}
 
 
 def _type_of_impl(impl: str) -> str:
@@ -279,20 +287,6 @@ def _sqlalchemy_url(table: str, properties: Mapping[str, str]) -> str:
 
 
 def _pyiceberg_uri(path: str) -> str:
-    """A Spark path as pyiceberg reads it: ``s3a://`` is ``s3://``, ``file:`` a path."""
-    if path.startswith("s3a://"):
-        return "s3://" + path.removeprefix("s3a://")
-    if path.startswith("file:"):
-        return "/" + path.removeprefix("file:").lstrip("/")
-    return path if "://" in path else os.path.abspath(path)
-
-
-def _io() -> dict[str, str]:
-    """pyiceberg's S3 properties from the AWS environment S3A also reads."""
-    environ = os.environ
-    found = {"s3.endpoint": environ.get("AWS_ENDPOINT_URL_S3") or environ.get("AWS_ENDPOINT_URL"),
-             "s3.region": environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
-             "s3.access-key-id": environ.get("AWS_ACCESS_KEY_ID"),
-             "s3.secret-access-key": environ.get("AWS_SECRET_ACCESS_KEY"),
-             "s3.session-token": environ.get("AWS_SESSION_TOKEN")}
-    return {key: value for key, value in found.items() if value}
+    """A Spark path as pyiceberg reads it: ``s3a://`` is ``s3://``, a local one absolute."""
+    scheme, _, rest = path.partition("://")
+    return f"s3://{rest}" if scheme in storage.S3_SCHEMES else storage.absolute(path)

@@ -133,27 +133,25 @@ def session_conf(settings: Settings, *, master: str,
               **(conf or {})}
     if "spark.jars" in merged:
         merged["spark.jars"] = _present_jars(merged["spark.jars"])
-    if not _names_delta_jar(merged.get("spark.jars", "")) and (installed := jars.class_path()):
+    if not _names_jar(merged.get("spark.jars", ""), "delta-spark") and (
+            installed := jars.class_path()):
         for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
             merged[key] = os.pathsep.join(filter(None, [merged.get(key), installed]))
     if master == "local" or master.startswith("local["):  # Spark in this JVM alone
         local_jvm.configure(merged)
-    delta_jar = _names_delta_jar(merged.get("spark.jars", "")) or _names_delta_jar(
-        merged.get("spark.driver.extraClassPath", ""), separator=os.pathsep)
     extensions = [e for e in merged.get("spark.sql.extensions", "").split(",") if e]
-    if settings.delta != "embedded" and delta_jar:
+    if settings.delta != "embedded" and _on_session(merged, "delta-spark"):
         if "spark.sql.extensions" not in merged:
             extensions.append(DELTA_EXTENSION)
         merged.setdefault("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
-    iceberg_jar = _names_jar(merged.get("spark.jars", ""), iceberg.RUNTIME) or _names_jar(
-        merged.get("spark.driver.extraClassPath", ""), iceberg.RUNTIME, separator=os.pathsep)
-    if iceberg_jar and iceberg.is_catalog(merged) and iceberg.EXTENSION not in extensions:
+    if (_on_session(merged, iceberg.RUNTIME) and iceberg.is_catalog(merged)
+            and iceberg.EXTENSION not in extensions):
         extensions.append(iceberg.EXTENSION)
     if iceberg.is_catalog(merged, of_type="jdbc"):
         # Iceberg's JDBC catalog connects through java.sql.DriverManager, which sees the
         # driver's class path only, not the jars spark.jars adds
-        local = [jar.removeprefix("file:") for jar in merged.get("spark.jars", "").split(",")
-                 if jar and ("://" not in jar or jar.startswith("file:"))]
+        local = [storage.local_path(jar) for jar in merged.get("spark.jars", "").split(",")
+                 if jar and storage.is_local(jar)]
         merged["spark.driver.extraClassPath"] = os.pathsep.join(
             filter(None, [merged.get("spark.driver.extraClassPath"), *local]))
     if extensions:
@@ -166,8 +164,7 @@ def _present_jars(jars: str) -> str:
     JDBC driver absent here should not stop jobs that do not read a database)."""
     present = []
     for jar in filter(None, (j.strip() for j in jars.split(","))):
-        local = jar.removeprefix("file:") if "://" not in jar or jar.startswith("file:") else None
-        if local is not None and not os.path.exists(local):
+        if storage.is_local(jar) and not os.path.exists(storage.local_path(jar)):
             log.warning("spark.jars: %s does not exist, so it is left out; sources that need "
                         "it will fail", jar)
         else:
@@ -175,12 +172,15 @@ def _present_jars(jars: str) -> str:
     return ",".join(present)
 
 
-def _names_delta_jar(jars: str, *, separator: str = ",") -> bool:
-    return _names_jar(jars, "delta-spark", separator=separator)
-
-
 def _names_jar(jars: str, artifact: str, *, separator: str = ",") -> bool:
     return any(os.path.basename(jar).startswith(artifact) for jar in jars.split(separator))
+
+
+def _on_session(conf: Mapping[str, str], artifact: str) -> bool:
+    """Whether ``conf`` puts a jar of ``artifact`` on the session (``spark.jars`` or the
+    driver's class path)."""
+    return _names_jar(conf.get("spark.jars", ""), artifact) or _names_jar(
+        conf.get("spark.driver.extraClassPath", ""), artifact, separator=os.pathsep)
 
 
 def _gateway_hint(conf: Mapping[str, str]) -> str:

@@ -190,6 +190,17 @@ def delta_options(uri: str, *, environ: Mapping[str, str] = os.environ) -> dict[
     return options
 
 
+def pyiceberg_options(*, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """pyiceberg's S3 FileIO properties from the AWS environment (what S3A reads too);
+    the unset ones left out."""
+    found = {"s3.endpoint": _endpoint(environ),
+             "s3.region": environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION"),
+             "s3.access-key-id": environ.get("AWS_ACCESS_KEY_ID"),
+             "s3.secret-access-key": environ.get("AWS_SECRET_ACCESS_KEY"),
+             "s3.session-token": environ.get("AWS_SESSION_TOKEN")}
+    return {key: value for key, value in found.items() if value}
+
+
 def spark_conf(*, buckets: Mapping[str, BucketSettings] | None = None,
                environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Spark conf for object stores: ``s3://`` served by S3A, S3A pointed at

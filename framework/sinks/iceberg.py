@@ -151,10 +151,8 @@ class IcebergTarget:
                        _number(found.summary.get("added-files-size")))
 
     def runs(self, job: str, *, after_seq: int = 0) -> list[TargetRun]:
-        if not iceberg.exists(self.key):
-            return []
         found = []
-        for snapshot in iceberg.history(self.key):
+        for snapshot in iceberg.history(self.key, missing_ok=True):
             mine = snapshot.mark()
             if mine.get("job") == job and mine["run_seq"] > after_seq:
                 found.append(TargetRun(
@@ -197,15 +195,11 @@ class IcebergTarget:
     def _since(self, job: str, run_seq: int) -> tuple[int | None, list[iceberg.Snapshot]]:
         """The snapshot of ``job``'s newest commit up to run ``run_seq`` (None: the table
         had none then), and the snapshots after it, newest first."""
-        if not iceberg.exists(self.key):
-            return None, []
-        chain = iceberg.history(self.key)[::-1]
+        chain = iceberg.history(self.key, missing_ok=True)[::-1]
         keep = next((s.snapshot_id for s in chain
                      if (mine := s.mark()).get("job") == job and mine["run_seq"] <= run_seq),
                     None)
-        later = [] if keep is None and not chain else list(itertools.takewhile(
-            lambda s: s.snapshot_id != keep, chain))
-        return keep, later
+        return keep, list(itertools.takewhile(lambda s: s.snapshot_id != keep, chain))
 
 
 def _rollback(table: str, snapshot: int | None) -> None:

@@ -39,10 +39,6 @@ SOURCE_KIND = "iceberg"
 #: what a read does when its bookmark's snapshot left the table's history
 Expired = Literal["fail", "full_refresh"]
 
-#: the columns a read with ``changes=True`` adds
-CHANGE_COLUMNS = ("_change_type", "_change_ordinal", "_commit_snapshot_id")
-
-
 @dataclass(frozen=True)
 class IcebergState:
     """An Iceberg context's bookmark: the last snapshot of ``table`` it processed (None:
