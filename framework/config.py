@@ -36,6 +36,13 @@ class SparkSettings:
     master: str = "local[*]"
     app_name: str = "deltamark"
     conf: Mapping[str, str] = field(default_factory=dict)
+    #: a Spark Connect server (``sc://host:port``) to run on instead of a JVM of our own;
+    #: ``SPARK_REMOTE`` names one too (``remote_url``)
+    remote: str | None = None
+
+    def remote_url(self) -> str | None:
+        """The Spark Connect server jobs run on: ``remote``, else ``SPARK_REMOTE``."""
+        return self.remote or os.environ.get("SPARK_REMOTE") or None
 
 
 @dataclass(frozen=True)
@@ -171,12 +178,16 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     spark_raw = raw.get("spark") or {}
     spark = SparkSettings()
     if not isinstance(spark_raw, Mapping):
-        problems.append("spark: must be a mapping with master, app_name, conf")
+        problems.append("spark: must be a mapping with master, app_name, conf, remote")
     else:
-        problems += unknown_keys(spark_raw, sorted(("master", "app_name", "conf")), "spark")
-        for key in ("master", "app_name"):
+        problems += unknown_keys(spark_raw, sorted(("master", "app_name", "conf", "remote")),
+                                 "spark")
+        for key in ("master", "app_name", "remote"):
             if key in spark_raw and not isinstance(spark_raw[key], str):
                 problems.append(f"spark.{key}: must be a string")
+        if isinstance(remote := spark_raw.get("remote"), str) and not remote.startswith("sc://"):
+            problems.append(f"spark.remote: '{remote}' is not a Spark Connect URL "
+                            "(sc://host:port)")
         conf = spark_raw.get("conf") or {}
         if not isinstance(conf, Mapping):
             problems.append("spark.conf: must be a mapping of Spark property -> value")
@@ -185,6 +196,7 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
             master=str(spark_raw.get("master", spark.master)),
             app_name=str(spark_raw.get("app_name", spark.app_name)),
             conf={str(k): text_value(v) for k, v in conf.items()},
+            remote=str(spark_raw["remote"]) if spark_raw.get("remote") else None,
         )
 
     connections = raw.get("connections") or {}

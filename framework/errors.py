@@ -325,7 +325,8 @@ class SparkStartError(DeltamarkError):
 
 
 class SparkFeatureError(DeltamarkError):
-    """A feature needs a newer Spark line than the one running; the message names both."""
+    """A feature the running Spark does not offer (a newer line, or a JVM in this process
+    where the session is Spark Connect's); the message says what would."""
 
 
 class SparkVersionError(SparkStartError):

@@ -12,6 +12,10 @@ system that sets permissions without chmod processes, and an archive of Spark's 
 
 A command that a deltamark server forked (``framework.server``) starts no JVM: the server
 has it take a session of its own in the server's (``sessions_from``).
+
+With a Spark Connect server named (``spark.remote`` or ``SPARK_REMOTE``), the session is
+a Connect client's and this process starts no JVM: the server has its own jars and static
+conf, and the session gets deltamark's SQL defaults and the conf's ``spark.sql.*`` settings.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from framework import iceberg, jars, local_jvm, storage
 from framework.config import Settings
-from framework.errors import SparkStartError
+from framework.errors import SparkFeatureError, SparkStartError, one_line
 from framework.spark_lines import at_least, spark_line
 
 if TYPE_CHECKING:
@@ -33,8 +37,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType
 
-__all__ = ["ThreadWrapper", "inheriting_threads", "named_column", "quoted", "session_conf",
-           "sessions_from", "spark_session", "temporary_conf", "to_arrow", "try_cast"]
+__all__ = ["ThreadWrapper", "default_parallelism", "inheriting_threads", "is_connect",
+           "named_column", "quoted", "require_classic", "session_conf", "sessions_from",
+           "spark_session", "temporary_conf", "to_arrow", "try_cast"]
 
 log = logging.getLogger("deltamark.spark")
 
@@ -84,6 +89,8 @@ def spark_session(
     from pyspark.errors import PySparkRuntimeError
     from pyspark.sql import SparkSession
 
+    if (remote := settings.spark.remote_url()) and _provider is None:
+        return _connect_session(remote, settings, conf)
     master = master or settings.spark.master
     merged = session_conf(settings, master=master, conf=conf)
     # A Python driver gives its workers the interpreter named by PYSPARK_PYTHON (only
@@ -111,6 +118,85 @@ def spark_session(
         raise SparkStartError(_gateway_hint(merged)) from exc
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _connect_session(url: str, settings: Settings, conf: Mapping[str, str] | None
+                     ) -> SparkSession:
+    """A Spark Connect session on ``url``, with the SQL conf deltamark sets (the rest of
+    the conf is the server's own, set where it starts)."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql import SparkSession
+
+    sql_conf = {key: value for key, value in
+                {**DEFAULT_CONF, **settings.spark.conf, **(conf or {})}.items()
+                if key.startswith(RUNTIME_PREFIXES)}
+    if servers := sorted(set(settings.spark.conf) - set(sql_conf)):
+        log.info("Spark Connect: %s set where the server starts, not from here",
+                 ", ".join(servers))
+    _check_reachable(url)  # Connect's client retries an unreachable server for minutes
+    try:
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        for key, value in sql_conf.items():
+            spark.conf.set(key, value)
+    except ImportError as exc:
+        raise SparkStartError(
+            f"Spark Connect ({url}): the client's packages are missing "
+            f"({exc.name or one_line(exc)}): pip install 'deltamark[connect]'") from exc
+    except PySparkException as exc:
+        raise SparkStartError(f"Spark Connect server {url} refused the session: "
+                              f"{one_line(exc)}") from exc
+    return spark
+
+
+def _check_reachable(url: str) -> None:
+    """Raises SparkStartError at once when nothing listens at ``url``'s host and port."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(url.split(";", 1)[0].replace("sc://", "http://", 1))
+    host, port = address.hostname or "localhost", address.port or CONNECT_PORT
+    try:
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as exc:
+        raise SparkStartError(
+            f"Spark Connect server {url}: nothing answers at {host}:{port} "
+            f"({exc.strerror or exc}). Is the server running, and are spark.remote or "
+            "SPARK_REMOTE right?") from exc
+
+
+#: Spark Connect's port when the URL gives none
+CONNECT_PORT = 15002
+
+#: the conf a Connect client sets on its session: runtime SQL settings (the server's JVM
+#: has its static conf, jars and storage settings from where it was started)
+RUNTIME_PREFIXES = ("spark.sql.", "spark.databricks.delta.")
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect client's session (no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def require_classic(spark: SparkSession, what: str) -> None:
+    """Refuse ``what`` on a Spark Connect session, in one line.
+
+    Raises:
+        SparkFeatureError: ``spark`` is a Connect session.
+    """
+    if is_connect(spark):
+        raise SparkFeatureError(f"{what} needs a Spark JVM in this process, and this run is "
+                                "on Spark Connect: run it with spark.master (no spark.remote "
+                                "and no SPARK_REMOTE)")
+
+
+def default_parallelism(spark: SparkSession) -> int:
+    """How many tasks Spark runs at once for this application (over Connect, where the
+    SparkContext is out of reach: spark.default.parallelism, else the shuffle
+    partitions)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    return int(spark.conf.get("spark.default.parallelism", None)
+               or spark.conf.get("spark.sql.shuffle.partitions") or 8)
 
 
 #: where this process's sessions come from instead (``sessions_from``)

@@ -11,7 +11,7 @@ from framework.config import Settings, SparkSettings
 #: A test using one of these fixtures (directly or through another) starts Spark: it gets
 #: the ``spark`` marker, so ``pytest -m "not spark"`` is the fast subset. A test that starts
 #: Spark in a process of its own says so with ``@pytest.mark.spark``.
-SPARK_FIXTURES = frozenset({"spark", "cluster",
+SPARK_FIXTURES = frozenset({"spark", "cluster", "connect_server",
                             "demo"})  # tests/test_ui.py's: the demo's workflow runs
 
 

@@ -370,3 +370,31 @@ class FilesToIcebergBySpark(IncrementalJob):
         ctx.spark.sql(f"CREATE TABLE IF NOT EXISTS {ctx.params['table']} (id BIGINT) "
                       "USING iceberg")
         df.writeTo(ctx.params["table"]).append()
+
+
+class SlowCopy(IncrementalJob):
+    """CopyFiles whose rows take ``slow_ms`` each to pass through Spark (a JVM sleep, no
+    Python worker, in a column ``slept``); with DELTAMARK_TEST_KILL_AFTER=N in its
+    environment, the process kills itself (SIGKILL) N seconds after it starts the write."""
+
+    def run(self, ctx):
+        import os
+        import signal
+        import threading
+
+        from pyspark.sql import functions as F
+
+        pause = int(ctx.params["slow_ms"])
+        sleep = f"reflect('java.lang.Thread', 'sleep', cast({pause} as bigint))"
+        df = read(ctx).withColumn("slept", F.expr(sleep))  # a column: never optimized away
+        if kill_after := os.environ.get("DELTAMARK_TEST_KILL_AFTER"):
+            threading.Timer(float(kill_after),
+                            lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        ctx.write_delta(df, ctx.params["target"])
+
+
+class TableToTable(IncrementalJob):
+    """A database table -> another table of the same database (``to``), appended."""
+
+    def run(self, ctx):
+        ctx.write_jdbc(read_db(ctx), ctx.params["to"], connection=ctx.params["connection"])

@@ -27,6 +27,19 @@ def test_local_file_and_environment_override(tmp_path, monkeypatch):
     assert load_settings(conf_dir=tmp_path, state_root="x").state_root == "x"
 
 
+def test_a_spark_connect_server_is_named_in_conf_or_by_spark_remote(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_REMOTE", raising=False)
+    assert load_settings(conf_dir=tmp_path).spark.remote_url() is None
+    monkeypatch.setenv("SPARK_REMOTE", "sc://spark.internal:15002")
+    assert load_settings(conf_dir=tmp_path).spark.remote_url() == "sc://spark.internal:15002"
+    (tmp_path / "deltamark.yaml").write_text("spark: {remote: 'sc://other:443/;use_ssl=true'}\n")
+    assert load_settings(conf_dir=tmp_path).spark.remote_url() == "sc://other:443/;use_ssl=true"
+    (tmp_path / "deltamark.yaml").write_text("spark: {remote: 'http://other:15002'}\n")
+    with pytest.raises(ConfigError, match=r"spark.remote: 'http://other:15002' is not a Spark "
+                       r"Connect URL \(sc://host:port\)"):
+        load_settings(conf_dir=tmp_path)
+
+
 def test_every_problem_is_reported_at_once_naming_the_file(tmp_path):
     (tmp_path / "deltamark.yaml").write_text(
         "delta: sometimes\nstate_rot: x\nspark:\n  masterr: y\n  conf: [1]\n"

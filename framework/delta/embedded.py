@@ -121,7 +121,7 @@ class EmbeddedEngine(DeltaEngine):
         try:
             # The staging directory is private and its files are placed by the driver after
             # the job, so task outputs can go straight there (committer v2, no _SUCCESS).
-            writer = (df.write.mode("errorifexists").option("compression", "snappy")
+            writer = (df.write.mode("error").option("compression", "snappy")
                       .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
                       .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
             if partitions:

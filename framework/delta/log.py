@@ -647,6 +647,23 @@ def restore(path: str, version: int, *, user_metadata: Mapping[str, Any]) -> int
     return table.version()
 
 
+def fence(path: str, txn: AppTransaction, *, user_metadata: Mapping[str, Any]) -> None:
+    """Commit ``txn`` with no data (unless the table already holds it): a write of that
+    app transaction still under way elsewhere then either finds it done and skips, or
+    fails on the conflict (Delta, delta-spark and delta-rs check the app transactions a
+    commit read)."""
+    table = _open(path)
+    if (table.transaction_version(txn.app_id) or -1) >= txn.version:
+        return
+    metadata = table.metadata()
+    try:
+        table.create_write_transaction(
+            [], "append", table.schema(), list(metadata.partition_columns) or None, None,
+            commit_properties=_commit_properties(txn, user_metadata))
+    except (CommitFailedError, DeltaError) as exc:
+        raise errors.WriteConflictError(path, f"fence refused: {exc}") from exc
+
+
 def delete_all(path: str, *, user_metadata: Mapping[str, Any]) -> int:
     """Remove every row in a new commit (history kept); returns the new version."""
     table = _open(path)

@@ -20,7 +20,7 @@ from framework.delta.files import (
 )
 from framework.delta.log import AppTransaction, Snapshot
 from framework.errors import VersionNotFoundError
-from framework.spark import quoted, temporary_conf
+from framework.spark import is_connect, quoted, temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,12 +34,15 @@ _RETENTION_CHECK = ("spark.databricks.delta.vacuum."
 
 
 def native_available(spark: SparkSession) -> bool:
-    """Whether Delta's classes are on this session's JVM and its SQL extension is set."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        return False
+    """Whether Delta's classes are on this session's JVM and its SQL extension is set (on
+    Spark Connect: the server's extension, which its start loaded)."""
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if "DeltaSparkSessionExtension" not in extensions:
+        return False
+    if is_connect(spark):
+        return True
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
         return False
     try:
         jvm.java.lang.Thread.currentThread().getContextClassLoader().loadClass(DELTA_CLASS)
@@ -65,7 +68,7 @@ class NativeEngine(DeltaEngine):
         reader = self.spark.read.format("delta")
         if version is not None or timestamp is not None:
             reader = reader.option("versionAsOf", resolved)
-        df = reader.load(path)
+        df = reader.load(storage.absolute(path))
         if filters:
             df = df.where(F.to_column(F.check(filters, df.columns, where=path)))
         return df
@@ -118,7 +121,7 @@ class NativeEngine(DeltaEngine):
             writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
         if metadata:
             writer = writer.option("userMetadata", json.dumps(dict(metadata), default=str))
-        writer.save(path)
+        writer.save(storage.absolute(path))
         return log.table_version(path) or 0
 
     def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],

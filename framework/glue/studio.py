@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
-from framework.spark import named_column, quoted
+from framework.spark import default_parallelism, named_column, quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -199,7 +199,7 @@ def regex_extract(df: DataFrame, *, colName: str, regex: str, newCols: str  # no
 def repartition(df: DataFrame, *, numPartitionsStr: str = "") -> DataFrame:  # noqa: N803
     """Rows spread evenly over ``numPartitionsStr`` partitions (Studio's Autobalance)."""
     return df.repartition(int(numPartitionsStr)) if numPartitionsStr else df.repartition(
-        df.sparkSession.sparkContext.defaultParallelism)
+        default_parallelism(df.sparkSession))
 
 
 def parse_json(df: DataFrame, *, colName: str, jsonSchema: str | None = None,  # noqa: N803

@@ -1,23 +1,23 @@
 """A database client for the few queries deltamark runs itself (a read's plan, a target's
-marks): through the JDBC driver on the Spark driver's JVM, or, to plan without Spark, a
-Python driver (SQLite; PostgreSQL with psycopg)."""
+marks): through the JDBC driver on the Spark driver's JVM, or, without a JVM here (to plan
+without Spark, or on Spark Connect), a Python driver (``framework.jdbc.dbapi``)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from framework.errors import DatabaseError
 from framework.jdbc.connection import Connection
+from framework.spark import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["TEXT_TYPES", "Column", "Database", "Transaction", "connect", "java_message",
-           "python_connection", "shorten"]
+__all__ = ["TEXT_TYPES", "Column", "Database", "JvmDatabase", "Transaction", "connect",
+           "java_message", "shorten", "spark_errors"]
 
 # java.sql.Types
 # java.sql.Types
@@ -39,8 +39,45 @@ class Column:
 
 
 
-class Database:
-    """A JDBC connection on the Spark driver's JVM, for the queries that plan a read."""
+class Database(Protocol):
+    """A connection for the queries that plan a read or land a write (values as the
+    database's text)."""
+
+    def columns(self, relation: str) -> list[Column]:
+        """The columns of a table or subquery, as the database types them."""
+        ...
+
+    def rows(self, sql: str, *, limit: int | None = None) -> list[tuple[str | None, ...]]:
+        """The result's rows, values as the database's text, up to ``limit`` rows."""
+        ...
+
+    def primary_key(self, table: str) -> tuple[str, ...]:
+        """The table's primary-key columns in key order (empty when it has none)."""
+        ...
+
+    def execute(self, sql: str) -> None:
+        """Run one statement on its own (autocommit), e.g. DDL."""
+        ...
+
+    def transaction(self) -> contextlib.AbstractContextManager[Transaction]:
+        """Statements committed together when the block ends, or rolled back if it raises."""
+        ...
+
+
+class Transaction(Protocol):
+    """Parameterised statements (``?``) in one of ``Database.transaction``'s transactions."""
+
+    def query(self, sql: str, *parameters: str | int) -> list[tuple[str | None, ...]]:
+        """The result's rows, values as the database's text."""
+        ...
+
+    def update(self, sql: str, *parameters: str | int) -> int:
+        """Run a statement: the rows it changed."""
+        ...
+
+
+class JvmDatabase:
+    """A JDBC connection on the Spark driver's JVM (``Database``)."""
 
     def __init__(self, jvm_connection: Any, connection: Connection):
         self._conn = jvm_connection
@@ -95,11 +132,11 @@ class Database:
                 statement.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[Transaction]:
+    def transaction(self) -> Iterator[JvmTransaction]:
         """Statements committed together when the block ends, or rolled back if it raises."""
         self._conn.setAutoCommit(False)
         try:
-            yield Transaction(self)
+            yield JvmTransaction(self)
             with self._calling("COMMIT"):
                 self._conn.commit()
         except BaseException:
@@ -128,10 +165,10 @@ class Database:
                                 f"{java_message(exc)} (in: {shorten(what)})") from None
 
 
-class Transaction:
-    """Parameterised statements in one of ``Database.transaction``'s transactions."""
+class JvmTransaction:
+    """Parameterised statements in one of ``JvmDatabase.transaction``'s transactions."""
 
-    def __init__(self, db: Database):
+    def __init__(self, db: JvmDatabase):
         self._db = db
 
     def query(self, sql: str, *parameters: str | int) -> list[tuple[str | None, ...]]:
@@ -164,11 +201,18 @@ def _fetched(result: Any) -> list[tuple[str | None, ...]]:
 
 @contextlib.contextmanager
 def connect(spark: SparkSession, connection: Connection) -> Iterator[Database]:
-    """A connection through the JDBC driver on ``spark``'s JVM (its jar in spark.jars).
+    """A connection through the JDBC driver on ``spark``'s JVM (its jar in spark.jars);
+    on Spark Connect, through a Python driver (``dbapi.python_database``).
 
     Raises:
         DatabaseError: the driver is missing or the database refused the connection.
     """
+    if is_connect(spark):  # the JVM and its drivers are the server's
+        from framework.jdbc.dbapi import python_database
+
+        with python_database(connection, why="On Spark Connect") as db:
+            yield db
+        return
     from py4j.protocol import Py4JJavaError
 
     jvm = spark._jvm
@@ -190,7 +234,7 @@ def connect(spark: SparkSession, connection: Connection) -> Iterator[Database]:
     if jvm_connection is None:
         raise DatabaseError(connection.display, f"{driver_class} does not accept this URL")
     try:
-        yield Database(jvm_connection, connection)
+        yield JvmDatabase(jvm_connection, connection)
     finally:
         jvm_connection.close()
 
@@ -204,6 +248,18 @@ def _missing_driver(driver_class: str) -> str:
             f"spark.conf spark.jars in conf/deltamark.yaml{hint}")
 
 
+def spark_errors() -> tuple[type[Exception], ...]:
+    """What a failed Spark call raises: pyspark's errors (Spark Connect's among them), and
+    py4j's where a JVM is here."""
+    from pyspark.errors import PySparkException
+
+    try:
+        from py4j.protocol import Py4JJavaError
+    except ImportError:  # pyspark-client: Spark Connect only
+        return (PySparkException,)
+    return (PySparkException, Py4JJavaError)
+
+
 def java_message(exc: Exception) -> str:
     java = getattr(exc, "java_exception", None)
     message = java.getMessage() if java is not None else None
@@ -214,60 +270,3 @@ def shorten(sql: str, limit: int = 200) -> str:
     """``sql`` on one line, cut at ``limit`` characters, to be shown in a message."""
     sql = " ".join(sql.split())
     return sql if len(sql) <= limit else sql[:limit] + "..."
-
-
-
-#: PostgreSQL JDBC properties with the same meaning for libpq (psycopg); others: no preflight
-_LIBPQ_PROPERTIES = frozenset({"user", "password", "sslmode", "sslrootcert", "sslcert",
-                               "sslkey", "connect_timeout"})
-
-
-
-@contextlib.contextmanager
-def python_connection(connection: Connection) -> Iterator[Any]:
-    """A DB-API connection with an ``execute`` method, or None without a driver here."""
-    _, _, rest = connection.url.partition(":")
-    db: Any  # a sqlite3 or psycopg connection
-    if connection.dialect == "sqlite":
-        path = rest.partition(":")[2].partition("?")[0]
-        if not path or path.startswith(":") or not os.path.isfile(path):
-            yield None
-            return
-        import sqlite3
-
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    elif connection.dialect == "postgresql":
-        params = _libpq_params(connection)
-        try:
-            import psycopg
-        except ImportError:
-            params = None
-        if params is None:
-            yield None
-            return
-        try:
-            db = psycopg.connect(**params, autocommit=True)
-        except psycopg.Error as exc:
-            raise DatabaseError(connection.display, f"cannot connect: {exc}") from None
-    else:
-        yield None
-        return
-    try:
-        yield db
-    finally:
-        db.close()
-
-
-def _libpq_params(connection: Connection) -> dict[str, Any] | None:
-    """psycopg's parameters for a ``jdbc:postgresql://host[:port]/db?...`` URL, or None
-    when the URL or a property has no libpq equivalent (several hosts, ...)."""
-    from urllib.parse import parse_qsl, urlsplit
-
-    url = urlsplit(connection.url.removeprefix("jdbc:"))
-    if "," in url.netloc or not url.hostname:
-        return None
-    properties = {**dict(parse_qsl(url.query)), **connection.jdbc_properties()}
-    if not set(properties) <= _LIBPQ_PROPERTIES:
-        return None
-    return {"host": url.hostname, "port": url.port or 5432,
-            "dbname": url.path.lstrip("/") or None, **properties}

@@ -60,6 +60,14 @@ class Connection:
         """The URL with any credentials in it masked."""
         return redact(self.url)
 
+    def spark_url(self) -> str:
+        """The URL as Spark is given it: a SQLite file's path made absolute here (a
+        Spark Connect server, elsewhere, would read it from its own directory)."""
+        if self.dialect != "sqlite" or not (path := self.url.split(":", 2)[2]) or \
+                path.startswith(":") or os.path.isabs(path):
+            return self.url
+        return f"jdbc:sqlite:{os.path.abspath(path)}"
+
     def jdbc_properties(self) -> dict[str, str]:
         """The driver properties, with user and password."""
         credentials = {"user": self.user, "password": self.password}

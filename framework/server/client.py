@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from framework.config import Settings
 from framework.errors import ServerError
@@ -28,11 +28,42 @@ from framework.server.wire import (
     socket_path,
 )
 
-__all__ = ["Server", "ServerProcess", "driver_memory", "find_server", "private_server",
-           "running_servers", "spark_gateway", "start_server"]
+__all__ = ["CommandProcess", "Launcher", "OwnProcesses", "Server", "ServerProcess",
+           "driver_memory", "find_server", "launcher", "private_server", "running_servers",
+           "spark_gateway", "start_server"]
 
 #: how long a new server gets to answer (it imports deltamark, pyspark and perhaps GX)
 START_SECONDS = 120
+
+
+class CommandProcess(Protocol):
+    """A running ``deltamark`` command: wait for it, signal it (as a ``subprocess.Popen``)."""
+
+    pid: int
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def send_signal(self, signum: int) -> None: ...
+
+
+class Launcher(Protocol):
+    """Where ``deltamark`` commands run: a server's forks, or processes of their own."""
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str],
+            cwd: str | os.PathLike[str], stdin: int, stdout: int,
+            stderr: int) -> CommandProcess: ...
+
+
+class OwnProcesses:
+    """Each command in a Python process of its own (``Launcher``): on Spark Connect, whose
+    clients start in about a second with no JVM, a server would save nothing."""
+
+    def run(self, argv: Sequence[str], *, env: Mapping[str, str],
+            cwd: str | os.PathLike[str], stdin: int, stdout: int,
+            stderr: int) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-m", "framework", *argv], env=env, cwd=cwd,
+                                stdin=stdin, stdout=stdout, stderr=stderr,
+                                start_new_session=True)
 
 
 class ServerProcess:
@@ -142,7 +173,8 @@ def find_server(settings: Settings) -> Server | None:
     """The kept server that can run this process's commands (same Spark conf, environment,
     working directory and code), if one is running; never in a command a server forked
     (that command is the run)."""
-    if os.environ.get(ADDRESS_ENV) or not any(runtime_dir().glob("*.sock")):
+    if (os.environ.get(ADDRESS_ENV) or settings.spark.remote_url()
+            or not any(runtime_dir().glob("*.sock"))):
         return None  # (glob finds nothing in a directory that does not exist)
     path = socket_path(key(settings))
     if not path.exists():
@@ -172,6 +204,10 @@ def start_server(settings: Settings, *, idle_minutes: float, memory: str | None 
     Raises:
         ServerError: it did not come up; the message ends with its log.
     """
+    if settings.spark.remote_url():
+        raise ServerError(settings.spark.remote_url() or "", "a deltamark server keeps a Spark "
+                          "JVM warm, and these settings run on Spark Connect, whose server "
+                          "is already warm: run without one")
     if (running := find_server(settings)) is not None:
         return running, False
     path = socket_path(key(settings), create=True)
@@ -182,6 +218,17 @@ def start_server(settings: Settings, *, idle_minutes: float, memory: str | None 
                      extra=["--idle-minutes", str(idle_minutes)]),
             stdin=subprocess.DEVNULL, stdout=output, stderr=output, start_new_session=True)
     return _ready(Server(path), process, log), True
+
+
+def launcher(settings: Settings, *, jobs: int) -> contextlib.AbstractContextManager[Launcher]:
+    """Where a workflow's commands run: the kept server for ``settings`` if one runs,
+    else a private one whose JVM has the memory of ``jobs`` JVMs; on Spark Connect,
+    processes of their own."""
+    if settings.spark.remote_url():
+        return contextlib.nullcontext(OwnProcesses())
+    if (kept := find_server(settings)) is not None:
+        return contextlib.nullcontext(kept)
+    return private_server(settings, memory=driver_memory(settings, jobs=jobs))
 
 
 @contextlib.contextmanager

@@ -2,7 +2,9 @@
 
 Each run commits with the app transaction (``app_id(job)``, run_seq) and its record in the
 commit's ``userMetadata`` under ``deltamark`` (``framework.delta`` writes them): the
-transaction says which runs landed, the history which run made each commit. Rolling back
+transaction says which runs landed, the history which run made each commit. A run that
+ended unlanded is fenced out with its transaction committed alone (``deltamarkFence``).
+Rolling back
 and restoring are Delta RESTOREs (or an emptying, when the run created the table) tagged
 ``deltamarkRollback`` or ``deltamarkRestore``.
 """
@@ -21,6 +23,10 @@ from state_tables.model import RunOutput
 __all__ = ["DeltaTarget", "app_id"]
 
 logger = logging.getLogger(__name__)
+
+
+#: the commit metadata of a fence (``DeltaTarget.discard``)
+FENCE = "deltamarkFence"
 
 
 def app_id(job: str) -> str:
@@ -45,24 +51,37 @@ class DeltaTarget:
         newest = log.transaction_version(self.key, app_id(job)) or 0
         if newest <= after_seq:
             return []  # the usual answer, from the log's snapshot without its history
-        found = []
+        found, fenced = [], False
         for commit in log.history(self.key):
             mine = commit.user_metadata.get("deltamark", {})
+            fenced |= commit.user_metadata.get(FENCE, {}).get("run_seq") == newest
             if mine.get("job") == job and mine.get("run_seq", 0) > after_seq:
                 found.append(TargetRun(self.key, mine["run_seq"], mine.get("run_id", "?"),
                                        commit.timestamp, commit.version, mine,
                                        {"written": True, "version": commit.version}))
-        if not found:  # its commit left the log (log retention): known by number only
+        if not found and not fenced:  # its commit left the log (retention): known by number
             found.append(TargetRun(self.key, newest, "?", datetime.fromtimestamp(0, UTC),
                                    None, {}, {"written": True}))
         return found[::-1]
 
     def landed(self, job: str, run_seq: int) -> bool:
-        return (log.is_table(self.key)
-                and (log.transaction_version(self.key, app_id(job)) or 0) >= run_seq)
+        newest = log.transaction_version(self.key, app_id(job)) or 0
+        if newest != run_seq:
+            return newest > run_seq
+        # the run's own transaction: its write, or the fence of a recovery that stopped
+        # before it recorded the run aborted (asked only in recoveries: the history is read)
+        return not any(commit.user_metadata.get(FENCE, {}).get("job") == job
+                       and commit.user_metadata[FENCE].get("run_seq") == run_seq
+                       for commit in log.history(self.key))
 
     def discard(self, job: str, run_seq: int) -> None:
-        """Nothing to do: an uncommitted write is invisible."""
+        """Fence the run out: its app transaction committed with no data, so a write of
+        it that goes on elsewhere (a Spark Connect server's, whose client died) skips or
+        fails instead of landing after the next run re-read its input. (An uncommitted
+        write is invisible; a table the run would have created has nothing to fence.)"""
+        if log.is_table(self.key):
+            log.fence(self.key, log.AppTransaction(app_id(job), run_seq),
+                      user_metadata={FENCE: {"job": job, "run_seq": run_seq}})
 
     def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
         newest = log.history(self.key, limit=1)[0]
@@ -112,4 +131,5 @@ def _by_deltamark(commit: log.Commit, job: str) -> bool:
     meta = commit.user_metadata
     return (meta.get("deltamark", {}).get("job") == job
             or meta.get("deltamarkRollback", {}).get("job") == job
+            or meta.get(FENCE, {}).get("job") == job
             or "deltamarkRestore" in meta)

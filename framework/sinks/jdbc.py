@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, cast
 
 from framework.errors import DatabaseError, StateBehindTargetsError
 from framework.jdbc import Connection, Database, Transaction, connect, dialect, java_message
+from framework.jdbc.client import spark_errors
 from framework.sinks.target import TargetRun, Written
 from state_tables.model import RunOutput, RunRecord
 
@@ -80,13 +81,11 @@ def stage(spark: SparkSession, df: DataFrame, connection: Connection, table: str
     Raises:
         DatabaseError: the database refused the write.
     """
-    from py4j.protocol import Py4JJavaError
-
     staging = _staging(table, job, run_seq)
     properties = {**connection.jdbc_properties(), "driver": connection.driver_class}
     try:
-        df.write.jdbc(connection.url, staging, mode="overwrite", properties=properties)
-    except Py4JJavaError as exc:
+        df.write.jdbc(connection.spark_url(), staging, mode="overwrite", properties=properties)
+    except spark_errors() as exc:
         raise DatabaseError(connection.display, f"staging the rows for {table} failed: "
                             f"{java_message(exc)}") from None
     with connect(spark, connection) as db:

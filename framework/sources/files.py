@@ -49,6 +49,7 @@ from framework.sources import Backlog, file_events, malformed
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
 from framework.sources.listed_reads import ListedFile, read_listed
+from framework.spark import is_connect
 from framework.spark_lines import lacking, require
 from framework.storage import filesystem
 
@@ -665,6 +666,8 @@ def _base_path(source: FileSource) -> str | None:
 
 
 def _spark_avro_available(spark: SparkSession) -> bool:
+    if is_connect(spark):  # the server's: deltamark's set-up puts spark-avro beside Delta
+        return True
     try:
         jvm = spark._jvm
         assert jvm is not None  # a classic session's SparkContext has started the py4j gateway

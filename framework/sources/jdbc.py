@@ -32,11 +32,13 @@ from framework.jdbc.client import (
     Database,
     connect,
     java_message,
-    python_connection,
     shorten,
+    spark_errors,
 )
 from framework.jdbc.connection import Connection
+from framework.jdbc.dbapi import python_connection
 from framework.sources import Backlog
+from framework.spark import default_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -226,7 +228,7 @@ def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: JdbcState | Non
                      if source.partition_column else
                      keys[0] if source.num_partitions or keys[0].numeric else None)
         rows, partitioning = _count(db, source, where, partition,
-                                    parallelism=spark.sparkContext.defaultParallelism)
+                                    parallelism=default_parallelism(spark))
     return JdbcPlan(source=source.display, keys=sql.key_names, order=source.order,
                     row_id=sql.row_id_names, after=after, to=to, where=where, rows=rows,
                     partitioning=partitioning, lookback=source.lookback is not None,
@@ -433,10 +435,8 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
     Raises:
         DatabaseError: the driver is missing or the database refused the read.
     """
-    from py4j.protocol import Py4JJavaError
-
     connection = source.connection
-    options = {"url": connection.url, "driver": connection.driver_class,
+    options = {"url": connection.spark_url(), "driver": connection.driver_class,
                "dbtable": f"(SELECT * FROM {source.relation} WHERE {plan.where}) deltamark_read",
                "fetchsize": str(source.fetch_size), **connection.jdbc_properties()}
     if plan.partitioning is not None:
@@ -446,7 +446,7 @@ def read_jdbc(spark: SparkSession, source: JdbcSource, plan: JdbcPlan) -> DataFr
     reader = spark.read.format("jdbc").options(**{**options, **source.options})  # user wins
     try:
         return reader.load()
-    except Py4JJavaError as exc:
+    except spark_errors() as exc:
         raise DatabaseError(connection.display, f"cannot read: {java_message(exc)}") from None
 
 

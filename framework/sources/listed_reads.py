@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import quote
 
-from framework.spark import temporary_conf
+from framework.spark import default_parallelism, is_connect, temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -85,7 +85,8 @@ def read_listed(spark: SparkSession, files: Sequence[ListedFile], *, format: str
     reader = spark.read.format(format).options(**options)
     if schema is not None:
         reader = reader.schema(schema)
-    layout = _layout(files, base_path, options)
+    # a Connect server reads no manifest in this process's temporary directory
+    layout = "explicit" if is_connect(spark) else _layout(files, base_path, options)
     if layout == "explicit":
         if base_path:
             reader = reader.option("basePath", base_path)
@@ -190,4 +191,4 @@ def _explicit_path_listing(spark: SparkSession, paths: Sequence[str]
             "spark.sql.sources.parallelPartitionDiscovery.threshold": str(len(paths) + 1)})
     return temporary_conf(spark, {
         "spark.sql.sources.parallelPartitionDiscovery.parallelism":
-        str(min(len(paths), spark.sparkContext.defaultParallelism))})
+        str(min(len(paths), default_parallelism(spark)))})

@@ -3,7 +3,8 @@
 Each job runs as ``deltamark run JOB --json`` in its own process, so a time limit can
 stop it and a failure cannot take the others down; the processes share one Spark JVM:
 they are forked by a deltamark server (``framework.server``), the kept one for these
-settings if it runs, else one private to the workflow run. Up to ``max_concurrency`` run
+settings if it runs, else one private to the workflow run (on Spark Connect, processes of
+their own: the Connect server is the shared Spark). Up to ``max_concurrency`` run
 at once. When a job ends, every trigger watching it is looked at: a job starts once one
 of its triggers' conditions hold, and is marked SKIPPED once none of them can hold any
 more (and so on downstream). Every state change is a row in the ``workflow_runs`` state
@@ -31,7 +32,7 @@ from typing import IO, Literal
 from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
 from framework.lineage import Lineage, Parent, parent_env
-from framework.server import Server, ServerProcess, driver_memory, find_server, private_server
+from framework.server import CommandProcess, Launcher, launcher
 from framework.state_io import open_store
 from framework.workflows import control
 from framework.workflows.definition import Trigger, Workflow, load_workflow
@@ -165,7 +166,7 @@ class _Run:
         self.resumed_from = resumed_from
         self.nodes: dict[str, WorkflowNode] = {}
         self.reused = reused
-        self.children: set[ServerProcess] = set()
+        self.children: set[CommandProcess] = set()
         self.stopping = False
         #: where its lineage events go (None: nowhere), and what its jobs' runs are told
         self.lineage = Lineage.configured(settings)
@@ -190,7 +191,8 @@ class _Run:
 
     def _go(self) -> WorkflowReport:
         running: set[Future[WorkflowNode]] = set()
-        with control.run_slot(self.settings, self.workflow, self.id), self._server() as server, \
+        with control.run_slot(self.settings, self.workflow, self.id), launcher(
+                self.settings, jobs=self.workflow.max_concurrency) as jobs, \
                 ThreadPoolExecutor(max_workers=self.workflow.max_concurrency) as pool:
             self._record([replace(n, workflow_run_id=self.id, resumed_from=self.resumed_from,
                                   updated_at=None) for n in self.reused])
@@ -199,7 +201,7 @@ class _Run:
                 while ready or running:
                     for job, trigger in ready:
                         node = self._start(job, trigger)
-                        running.add(pool.submit(self._execute, server, node))
+                        running.add(pool.submit(self._execute, jobs, node))
                     done, _ = wait(running, timeout=control.POLL_SECONDS,
                                    return_when=FIRST_COMPLETED)
                     if not self.stopping and control.stop_requested(self.settings, self.id):
@@ -218,14 +220,6 @@ class _Run:
         nodes = tuple(self.nodes[job] for job in self.workflow.jobs if job in self.nodes)
         return WorkflowReport(self.workflow.name, self.id, nodes, dict(self.properties),
                               self.resumed_from)
-
-    def _server(self) -> contextlib.AbstractContextManager[Server]:
-        """The kept server for these settings if one runs, else one for this run whose JVM
-        has the memory of as many JVMs as jobs may run at once."""
-        if (kept := find_server(self.settings)) is not None:
-            return contextlib.nullcontext(kept)
-        memory = driver_memory(self.settings, jobs=self.workflow.max_concurrency)
-        return private_server(self.settings, memory=memory)
 
     def _finish(self, node: WorkflowNode) -> None:
         if node.run_id is None:  # it failed: its run is the job's latest, if it got that far
@@ -296,7 +290,7 @@ class _Run:
         self._record([node])
         return node
 
-    def _execute(self, server: Server, node: WorkflowNode) -> WorkflowNode:
+    def _execute(self, jobs: Launcher, node: WorkflowNode) -> WorkflowNode:
         """Run the node's job in a process of its own, within its time limit."""
         settings = self.settings
         command = ["--conf-dir", str(settings.conf_dir), "--state-root",
@@ -311,7 +305,7 @@ class _Run:
         with (open(os.devnull) as stdin, tempfile.TemporaryFile("w+") as stdout,
               tempfile.TemporaryFile("w+") as stderr):
             try:
-                process = server.run(command, env=self.env, cwd=os.getcwd(),
+                process = jobs.run(command, env=self.env, cwd=os.getcwd(),
                                      stdin=stdin.fileno(), stdout=stdout.fileno(),
                                      stderr=stderr.fileno())
             except ServerError as exc:
@@ -335,7 +329,7 @@ class _Run:
         self.store.record_workflow_nodes(nodes)
 
 
-def _outcome(process: ServerProcess, limit: float | None,
+def _outcome(process: CommandProcess, limit: float | None,
              stderr: IO[str]) -> tuple[NodeState, str | None]:
     """Wait for the job's process within its time limit (minutes): its state and error."""
     try:
@@ -351,7 +345,7 @@ def _outcome(process: ServerProcess, limit: float | None,
     return "FAILED" if 0 < code <= 128 else "STOPPED", _last_error(_text(stderr), code)
 
 
-def _stop(process: ServerProcess) -> None:
+def _stop(process: CommandProcess) -> None:
     """SIGTERM the job's process group, SIGKILL it if it lingers."""
     for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, None)):
         process.send_signal(sig)

@@ -61,7 +61,7 @@ def scenario(spark, conf: Path, root: str, processed: int,
     from pyspark.sql import functions as F
 
     from framework import load_settings, run_job
-    from framework.delta import AppTransaction, delta_engine
+    from framework.delta import AppTransaction, delta_engine, log
     from jobs.orders_ingest import ORDER_SCHEMA
 
     landing = landing or f"{root}/landing"
@@ -73,14 +73,12 @@ def scenario(spark, conf: Path, root: str, processed: int,
             "params": {"landing": landing, "target": f"{root}/dm_target_{listing}",
                        "listing": listing}}))
     settings = load_settings(conf_dir=conf)
-    engine = delta_engine(spark, mode="embedded")
     ss_target, checkpoint = f"{root}/ss_target", f"{root}/ss_checkpoint"
-    ss_rows: list[int] = []
 
-    def write_batch(df, batch_id: int) -> None:
-        ss_rows.append(df.count())
-        engine.write(df.withColumn("loaded_by_run", F.lit(batch_id + 1)), ss_target,
-                     txn=AppTransaction("ss", batch_id + 1))
+    def write_batch(df, batch_id: int) -> None:  # where the query runs (on Connect: there)
+        delta_engine(df.sparkSession, mode="embedded").write(
+            df.withColumn("loaded_by_run", F.lit(batch_id + 1)), ss_target,
+            txn=AppTransaction("ss", batch_id + 1))
 
     def deltamark(listing: str) -> int:
         return run_job(settings, f"ingest_{listing}",
@@ -108,7 +106,8 @@ def scenario(spark, conf: Path, root: str, processed: int,
                 _timed(lambda listing=listing, found=found: found.append(deltamark(listing))))
             assert found == [new_files], (listing, found)
         samples["structured streaming"].append(_timed(structured_streaming))
-        assert ss_rows[-1] == new_files, ss_rows
+        loaded = log.added(ss_target, log.table_version(ss_target) or 0)
+        assert loaded is not None and loaded.rows == new_files, loaded
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
