@@ -3,7 +3,7 @@
     python -m tests.benchmarks [delta_io] [delta_changes] [state_store] [state_size]
                                [incremental_files] [files_scale] [s3_files] [noop]
                                [workflow] [jdbc] [relationalize] [quality] [ui]
-                               [iceberg_source]
+                               [iceberg_source] [connect_files]
 
 Exits 1 if any of them failed to run (a missed target is printed, not an error).
 """
@@ -13,7 +13,7 @@ import sys
 
 BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "incremental_files",
               "files_scale", "s3_files", "noop", "workflow", "jdbc", "relationalize", "quality",
-              "ui", "iceberg_source")
+              "ui", "iceberg_source", "connect_files")
 
 failed = [name for name in sys.argv[1:] or BENCHMARKS
           if subprocess.run([sys.executable, "-m", f"tests.benchmarks.bench_{name}"]).returncode]

@@ -27,10 +27,13 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-connect-"))
     try:
         spark = spark_session(Settings(spark=SparkSettings(remote=server.url)))
-        # as bench_incremental_files sets it, for Structured Streaming's batches
-        spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
-        results = {n: scenario(spark, scratch / f"conf{n}", str(scratch / f"n{n}"), n)
-                   for n in sizes}
+        try:
+            # as bench_incremental_files sets it, for Structured Streaming's batches
+            spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+            results = {n: scenario(spark, scratch / f"conf{n}", str(scratch / f"n{n}"), n)
+                       for n in sizes}
+        finally:
+            spark.stop()  # before the server: an open session retries it for minutes at exit
     finally:
         server.stop()
         shutil.rmtree(scratch, ignore_errors=True)

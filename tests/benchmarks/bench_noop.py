@@ -4,7 +4,9 @@ against a whole Structured Streaming process (Trigger.AvailableNow on the same d
 its checkpoint up to date, writing through foreachBatch). Each side first processes the N
 files, then a batch of 100 new ones, untimed (as on a schedule: Structured Streaming
 re-plans its last batch when it starts, and a last batch of N files would cost it ~20 s);
-then each runs ROUNDS times, alternating. Target: ratio <= 0.2.
+then each runs ROUNDS times, alternating. Target: ratio <= 0.2. The same no-op run on
+Spark Connect (SPARK_REMOTE naming a port where no server listens: a run that sent the
+server a request would fail) is timed beside them; target < 1 s.
 
 DELTAMARK_BENCH_NOOP_FILES sets N (default 10,000).
 """
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 
 from tests.benchmarks.bench_incremental_files import land_local
+from tests.connect import free_port
 
 TARGET = 0.2
 ROUNDS = 5
@@ -52,10 +55,11 @@ def stream(landing: str, checkpoint: str, target: str) -> None:
     query.awaitTermination()
 
 
-def _process(command: list[str]) -> tuple[float, int]:
+def _process(command: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     """Run ``command`` to the end: its wall time (s) and peak memory (KB, that process)."""
     started = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, **(env or {})})
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - started
     _out, err = child.communicate()
@@ -82,18 +86,21 @@ def main() -> None:
             land_local(landing, start, count, age_s=age_s, empty=count == files)
             _process(deltamark)  # both process the N files, then 100 new ones
             _process(structured_streaming)
-        samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": []}
+        samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": [],
+                                           "on Spark Connect": []}
         memory: list[int] = []
+        nowhere = {"SPARK_REMOTE": f"sc://127.0.0.1:{free_port()}"}
         for _ in range(ROUNDS):
             seconds, peak = _process(deltamark)
             samples["deltamark"].append(seconds)
             memory.append(peak)
             samples["structured streaming"].append(_process(structured_streaming)[0])
+            samples["on Spark Connect"].append(_process(deltamark, nowhere)[0])
         from framework.state_io import open_store
 
         runs = open_store(scratch / "state").runs("ingest")
         statuses = [r.status for r in runs]
-        assert statuses == ["succeeded"] * 2 + ["skipped"] * ROUNDS, statuses
+        assert statuses == ["succeeded"] * 2 + ["skipped"] * 2 * ROUNDS, statuses
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -105,6 +112,9 @@ def main() -> None:
     print(f"{median['structured streaming']:>21.2f}s{median['deltamark']:>10.2f}s"
           f"{ratio:>8.2f}  <= {TARGET} {'ok' if ratio <= TARGET else 'MISSED'}")
     print(f"  deltamark's no-op run: peak memory {max(memory) / 1024:.0f} MB (no JVM)")
+    connect = median["on Spark Connect"]
+    print(f"  the same on Spark Connect: {connect:.2f}s, no request to the server  "
+          f"< 1 s {'ok' if connect < 1 else 'MISSED'}")
 
 
 if __name__ == "__main__":
