@@ -316,3 +316,28 @@ def test_a_secret_in_a_url_never_reaches_output_or_state(ws, pg_server, url):
     stored = b"".join(p.read_bytes() for p in (ws.root / "state").rglob("*") if p.is_file())
     assert secret.encode() not in stored
     assert secret not in out + err + listed.output
+
+
+def test_the_python_client_answers_as_the_jdbc_one(database):
+    """What Spark Connect runs deltamark's queries with (framework.jdbc.dbapi): columns
+    typed as java.sql.Types, values as the database's text, the primary key in key order,
+    statements with ? parameters committed together or not at all."""
+    from framework.jdbc.dbapi import python_database
+
+    database.execute("CREATE TABLE t (b INTEGER NOT NULL, a VARCHAR(20) NOT NULL, "
+                     "amount DECIMAL(10, 2), at TIMESTAMP, PRIMARY KEY (a, b))",
+                     "INSERT INTO t VALUES (?, ?, ?, ?)",
+                     rows=[(1, "x", 9.5, "2026-11-20 10:00:00")])
+    connection = Connection(database.url, database.user, database.password)
+    with python_database(connection, why="here") as db:
+        assert [(c.name, c.jdbc_type) for c in db.columns("t")] == [
+            ("b", 4), ("a", 12), ("amount", 3 if database.kind == "sqlite" else 2),
+            ("at", 93)]
+        assert db.primary_key("t") == ("a", "b")
+        [(b, a, at)] = db.rows("SELECT b, a, at FROM t")
+        assert (b, a, at) == ("1", "x", "2026-11-20 10:00:00")
+        with pytest.raises(DatabaseError, match=r"\(in: INSERT INTO t"):
+            with db.transaction() as tx:
+                assert tx.update("UPDATE t SET b = ? WHERE a = ?", 2, "x") == 1
+                tx.update("INSERT INTO t VALUES (?, ?, NULL, NULL)", 2, "x")  # a duplicate
+        assert db.rows("SELECT b FROM t") == [("1",)]  # the update was rolled back

@@ -129,7 +129,7 @@ class PythonDatabase:
 
     def _declared(self, relation: str) -> dict[str, str]:
         """A SQLite table's declared column types (none for a subquery)."""
-        if not re.fullmatch(r"[\w.\"`]+", relation):
+        if not re.fullmatch(r"[\w\"`]+", relation):
             return {}
         return {r[1]: str(r[2]) for r in self._query(f"PRAGMA table_info({relation})")}
 
