@@ -336,8 +336,8 @@ def test_the_python_client_answers_as_the_jdbc_one(database):
         assert db.primary_key("t") == ("a", "b")
         [(b, a, at)] = db.rows("SELECT b, a, at FROM t")
         assert (b, a, at) == ("1", "x", "2026-11-20 10:00:00")
-        with pytest.raises(DatabaseError, match=r"\(in: INSERT INTO t"):
-            with db.transaction() as tx:
-                assert tx.update("UPDATE t SET b = ? WHERE a = ?", 2, "x") == 1
-                tx.update("INSERT INTO t VALUES (?, ?, NULL, NULL)", 2, "x")  # a duplicate
+        with pytest.raises(DatabaseError, match=r"\(in: INSERT INTO t"), \
+                db.transaction() as tx:
+            assert tx.update("UPDATE t SET b = ? WHERE a = ?", 2, "x") == 1
+            tx.update("INSERT INTO t VALUES (?, ?, NULL, NULL)", 2, "x")  # a duplicate
         assert db.rows("SELECT b FROM t") == [("1",)]  # the update was rolled back
