@@ -149,3 +149,29 @@ def test_one_run_at_a_time_and_a_dead_run_does_not_block(ws):
     assert shown.exit_code == 0, shown.output
     assert f"copy: first recovered the interrupted run 1 ({running_id}): aborted" in shown.stdout
     assert_exactly_once(ws, ws.target)
+
+
+def test_a_fenced_run_counts_as_neither_landed_nor_held(tmp_path):
+    """A recovery fences an unlanded run out of each Delta target (its app transaction
+    committed alone): a write of it still under way skips or fails, and the fence is not
+    taken for the run's commit by a later recovery, a later run or a restore."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from framework.sinks.delta import DeltaTarget, app_id
+
+    table = str(tmp_path / "t")
+    write_deltalake(table, pa.table({"id": [1]}), commit_properties=CommitProperties(
+        app_transactions=[Transaction(app_id("j"), 1)], custom_metadata={"userMetadata":
+        json.dumps({"deltamark": {"job": "j", "run_seq": 1, "run_id": "r1"}})}))
+    target = DeltaTarget(table)
+    target.discard("j", 2)
+    target.discard("j", 2)  # a second recovery of the same run commits nothing more
+    assert len(DeltaTable(table).history()) == 2  # the write, one fence
+    assert DeltaTable(table).transaction_version(app_id("j")) == 2
+    assert target.landed("j", 1) and not target.landed("j", 2)
+    assert target.runs("j", after_seq=1) == []
+    assert [r.run_seq for r in target.runs("j")] == [1]
+    assert target.restore_blockers("j", 1) == []

@@ -4,9 +4,8 @@ Each run commits with the app transaction (``app_id(job)``, run_seq) and its rec
 commit's ``userMetadata`` under ``deltamark`` (``framework.delta`` writes them): the
 transaction says which runs landed, the history which run made each commit. A run that
 ended unlanded is fenced out with its transaction committed alone (``deltamarkFence``).
-Rolling back
-and restoring are Delta RESTOREs (or an emptying, when the run created the table) tagged
-``deltamarkRollback`` or ``deltamarkRestore``.
+Rolling back and restoring are Delta RESTOREs (or an emptying, when the run created the
+table) tagged ``deltamarkRollback`` or ``deltamarkRestore``.
 """
 
 from __future__ import annotations
@@ -54,7 +53,7 @@ class DeltaTarget:
         found, fenced = [], False
         for commit in log.history(self.key):
             mine = commit.user_metadata.get("deltamark", {})
-            fenced |= commit.user_metadata.get(FENCE, {}).get("run_seq") == newest
+            fenced |= _fenced(commit, job, newest)
             if mine.get("job") == job and mine.get("run_seq", 0) > after_seq:
                 found.append(TargetRun(self.key, mine["run_seq"], mine.get("run_id", "?"),
                                        commit.timestamp, commit.version, mine,
@@ -70,9 +69,7 @@ class DeltaTarget:
             return newest > run_seq
         # the run's own transaction: its write, or the fence of a recovery that stopped
         # before it recorded the run aborted (asked only in recoveries: the history is read)
-        return not any(commit.user_metadata.get(FENCE, {}).get("job") == job
-                       and commit.user_metadata[FENCE].get("run_seq") == run_seq
-                       for commit in log.history(self.key))
+        return not any(_fenced(commit, job, run_seq) for commit in log.history(self.key))
 
     def discard(self, job: str, run_seq: int) -> None:
         """Fence the run out: its app transaction committed with no data, so a write of
@@ -123,6 +120,12 @@ class DeltaTarget:
                      if (mine := c.user_metadata.get("deltamark", {})).get("job") == job
                      and mine.get("run_seq", 0) <= run_seq), None)
         return keep, [c for c in commits if keep is None or c.version > keep]
+
+
+def _fenced(commit: log.Commit, job: str, run_seq: int) -> bool:
+    """Whether ``commit`` is the fence of ``job``'s run ``run_seq``."""
+    fence = commit.user_metadata.get(FENCE, {})
+    return bool(fence.get("job") == job and fence.get("run_seq") == run_seq)
 
 
 def _by_deltamark(commit: log.Commit, job: str) -> bool:
