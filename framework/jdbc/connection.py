@@ -60,13 +60,21 @@ class Connection:
         """The URL with any credentials in it masked."""
         return redact(self.url)
 
+    @property
+    def sqlite_file(self) -> str | None:
+        """The file of a ``jdbc:sqlite:PATH[?...]`` URL (None: another database, or one in
+        memory)."""
+        if self.dialect != "sqlite":
+            return None
+        path = self.url.split(":", 2)[2].partition("?")[0]
+        return None if not path or path.startswith(":") else path
+
     def spark_url(self) -> str:
         """The URL as Spark is given it: a SQLite file's path made absolute here (a
         Spark Connect server, elsewhere, would read it from its own directory)."""
-        if self.dialect != "sqlite" or not (path := self.url.split(":", 2)[2]) or \
-                path.startswith(":") or os.path.isabs(path):
+        if (path := self.sqlite_file) is None or os.path.isabs(path):
             return self.url
-        return f"jdbc:sqlite:{os.path.abspath(path)}"
+        return f"jdbc:sqlite:{os.path.abspath(path)}{self.url.split(':', 2)[2][len(path):]}"
 
     def jdbc_properties(self) -> dict[str, str]:
         """The driver properties, with user and password."""

@@ -35,7 +35,7 @@ def python_connection(connection: Connection) -> Iterator[Any]:
     """A read-only DB-API connection with an ``execute`` method, or None without a
     driver here (or, for SQLite, without the file)."""
     if connection.dialect == "sqlite":
-        path = _sqlite_path(connection)
+        path = connection.sqlite_file
         if not path or not os.path.isfile(path):
             yield None
             return
@@ -60,7 +60,7 @@ def python_database(connection: Connection, *, why: str) -> Iterator[PythonDatab
     Raises:
         DatabaseError: no Python driver reaches this database, or it refused.
     """
-    if connection.dialect == "sqlite" and (path := _sqlite_path(connection)):
+    if path := connection.sqlite_file:
         import sqlite3
 
         db: Any = sqlite3.connect(path, isolation_level=None)  # transactions: BEGIN..COMMIT
@@ -99,7 +99,7 @@ class PythonDatabase:
         with self._cursor(sql) as cursor:
             cursor.execute(sql)
             found = cursor.fetchall() if limit is None else cursor.fetchmany(limit)
-        return [tuple(_text(v) for v in row) for row in found]
+        return _texts(found)
 
     def primary_key(self, table: str) -> tuple[str, ...]:
         if self._sqlite:
@@ -162,7 +162,7 @@ class PythonTransaction:
     def query(self, sql: str, *parameters: str | int) -> list[tuple[str | None, ...]]:
         with self._db._cursor(sql) as cursor:
             cursor.execute(self._placeholders(sql), parameters)
-            return [tuple(_text(v) for v in row) for row in cursor.fetchall()]
+            return _texts(cursor.fetchall())
 
     def update(self, sql: str, *parameters: str | int) -> int:
         with self._db._cursor(sql) as cursor:
@@ -171,6 +171,11 @@ class PythonTransaction:
 
     def _placeholders(self, sql: str) -> str:
         return sql if self._db._sqlite else sql.replace("%", "%%").replace("?", "%s")
+
+
+def _texts(rows: list[tuple[Any, ...]]) -> list[tuple[str | None, ...]]:
+    """Rows with each value as JDBC's ``getString`` gives it."""
+    return [tuple(_text(v) for v in row) for row in rows]
 
 
 def _text(value: Any) -> str | None:
@@ -198,12 +203,6 @@ def _is_database_error(exc: Exception) -> bool:
     """Whether ``exc`` is a DB-API driver's error (sqlite3's or psycopg's)."""
     return type(exc).__module__.startswith(("sqlite3", "psycopg")) or type(
         exc).__name__ in ("OperationalError", "ProgrammingError", "IntegrityError")
-
-
-def _sqlite_path(connection: Connection) -> str | None:
-    """The file of a ``jdbc:sqlite:PATH`` URL (None: in memory)."""
-    path = connection.url.split(":", 2)[2].partition("?")[0]
-    return None if not path or path.startswith(":") else path
 
 
 def _psycopg(connection: Connection, params: dict[str, Any]) -> Any:
