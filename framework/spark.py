@@ -35,7 +35,7 @@ from framework.spark_lines import at_least, spark_line
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import DataType
+    from pyspark.sql.types import DataType, StructType
 
 __all__ = ["ThreadWrapper", "default_parallelism", "inheriting_threads", "is_connect",
            "named_column", "quoted", "require_classic", "session_conf", "sessions_from",
@@ -197,6 +197,16 @@ def default_parallelism(spark: SparkSession) -> int:
         return spark.sparkContext.defaultParallelism
     return int(spark.conf.get("spark.default.parallelism", None)
                or spark.conf.get("spark.sql.shuffle.partitions") or 8)
+
+
+def json_schema(texts: DataFrame, **options: Any) -> StructType:
+    """The schema Spark's JSON reader (with ``options``) infers from ``texts``, a DataFrame
+    of one string column of JSON documents: given as it is on Spark Connect, as an RDD on
+    a classic session, whose reader takes a DataFrame only from Spark 4.2."""
+    reader = texts.sparkSession.read.options(**options)
+    if is_connect(texts.sparkSession):
+        return reader.json(texts).schema
+    return reader.json(texts.rdd.map(lambda row: row[0])).schema
 
 
 #: where this process's sessions come from instead (``sessions_from``)

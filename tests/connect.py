@@ -37,6 +37,13 @@ class ConnectServer:
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port)}
         self.log = Path(self.directory) / "server.log"
+        # deltamark is not installed on a real server: its Python workers fail to import it
+        # here too, so that a UDF's function that reached deltamark's modules fails a test
+        workers = Path(self.directory) / "python-workers"
+        (workers / "framework").mkdir(parents=True)
+        (workers / "framework" / "__init__.py").write_text(
+            "raise ImportError('deltamark is not installed on the Spark Connect server: a "
+            "UDF sent its function by name')\n")
         with open(self.log, "wb") as output:
             self.process = subprocess.Popen(
                 [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,
@@ -45,7 +52,8 @@ class ConnectServer:
                  "spark-internal"],
                 cwd=self.directory, stdout=output, stderr=subprocess.STDOUT,
                 env={**os.environ, **environment, "SPARK_HOME": str(home),
-                     "PYSPARK_PYTHON": sys.executable}, start_new_session=True)
+                     "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(workers)},
+                start_new_session=True)
         self._wait()
 
     def _wait(self) -> None:

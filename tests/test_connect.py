@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from deltalake import DeltaTable
@@ -191,14 +192,101 @@ def test_a_database_source_and_sink_run_on_spark_connect(connect_server, bucket,
         "SELECT run_seq FROM deltamark_commits ORDER BY run_seq")] == [1, 2]
 
 
-def test_a_glue_script_refuses_in_one_line(connect_server, bucket, tmp_path):
+@pytest.mark.parametrize("delta", ["native", "embedded"])
+def test_a_glue_script_runs_three_times_on_spark_connect(connect_server, bucket, tmp_path,
+                                                         delta):
+    """jobs/glue_orders.py, unchanged (SparkContext.getOrCreate(), two bookmarked sources,
+    a Relationalize, Parquet and Delta writes, job.commit()), on S3: each file once."""
+    from tests.test_glue import SCRIPT
+    from tests.test_s3 import land_glue_orders
+
+    client = Client(tmp_path, connect_server, bucket, delta=delta)
+
+    def land(batches: int) -> None:
+        land_glue_orders(f"{bucket}/landing", tmp_path / "landing", batches)
+
+    def run() -> dict:
+        return client.run("--script", str(SCRIPT), "--arg", "JOB_NAME=glue_orders",
+                          "--arg", "job-bookmark-option=job-bookmark-enable",
+                          "--arg", f"orders_path={bucket}/landing/orders",
+                          "--arg", f"documents_path={bucket}/landing/documents",
+                          "--arg", f"target={bucket}/lake")
+
+    land(batches=2)
+    assert run()["inputs"]["orders_source"]["files"] == 2
+    assert run()["status"] == "skipped"
+    land(batches=1)
+    third = run()["inputs"]
+    assert (third["orders_source"]["files"], third["documents_source"]["files"]) == (1, 1)
+    lake = f"{bucket}/lake"
+    orders = pq.read_table(f"{lake.removeprefix('s3://')}/orders",
+                           filesystem=storage.filesystem(lake)[0]).column("order_id")
+    assert len(orders) == len(set(orders.to_pylist())) == 60
+    documents = DeltaTable(f"{lake}/documents", storage_options=storage.delta_options(lake))
+    ids = documents.to_pyarrow_dataset().to_table(columns=["order_id"])["order_id"]
+    assert len(ids) == len(set(ids.to_pylist())) == 30
+
+
+GLUE_FUNCTIONS_SCRIPT = """
+import json
+import sys
+
+from awsglue.context import GlueContext
+from awsglue.job import Job
+from awsglue.transforms import Filter, Map, Unbox
+from awsglue.utils import getResolvedOptions
+from pyspark.context import SparkContext
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "landing", "target"])
+sc = SparkContext()
+sc.setLogLevel("WARN")
+glueContext = GlueContext(sc)
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+orders = glueContext.create_dynamic_frame.from_options(
+    "s3", {"paths": [args["landing"]]}, format="json", transformation_ctx="orders")
+
+
+def describe(record):
+    record["doc"] = json.dumps({"even": record["id"] % 2 == 0, "tags": ["a", "b"]})
+    record["inverse"] = 1 / (record["id"] % 100)
+    return record
+
+
+described = Map.apply(frame=Filter.apply(frame=orders, f=lambda r: r["id"] < 202), f=describe)
+assert described.errorsCount() == 2, described.errorsAsDynamicFrame().toDF().collect()
+unboxed = Unbox.apply(frame=described, path="doc", format="json")
+assert unboxed.toDF().schema["doc"].dataType.simpleString() == \
+    "struct<even:boolean,tags:array<string>>"
+glueContext.write_dynamic_frame.from_options(
+    frame=unboxed, connection_type="s3", connection_options={"path": args["target"]},
+    format="delta")
+job.commit()
+"""
+
+
+def test_a_glue_script_s_python_functions_run_on_the_server_s_workers(
+        connect_server, bucket, tmp_path):
+    """Filter and Map with the script's functions, and Unbox, whose JSON schema is read by
+    the server, where deltamark is not installed; what needs a SparkContext here refuses
+    in one line."""
     client = Client(tmp_path, connect_server, bucket, delta="embedded")
-    process = client.start("run", "--script", str(ROOT / "jobs" / "glue_orders.py"),
-                           "--arg", "JOB_NAME=glue_orders", env={"PYTHONPATH": str(ROOT)})
+    script = tmp_path / "functions.py"
+    script.write_text(GLUE_FUNCTIONS_SCRIPT)
+    for batch in (1, 2):
+        land(client.landing, batch)  # ids 100-102, 200-202
+    done = client.run("--script", str(script), "--arg", "JOB_NAME=functions",
+                      "--arg", f"landing={client.landing}", "--arg", f"target={client.target}")
+    assert done["status"] == "succeeded"
+    assert client.ids() == [101, 102, 201]  # 100 and 200 raised; 202 filtered out
+
+    script.write_text("from pyspark.context import SparkContext\n"
+                      "SparkContext()._jsc.hadoopConfiguration()\n")
+    process = client.start("run", "--script", str(script), "--arg", "JOB_NAME=refused")
     _, err = process.communicate(timeout=300)
     assert process.returncode == 1
     error = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(error) == 1 and "glue_orders.py" in error[0] and "Spark Connect" in error[0]
+    assert len(error) == 1 and "SparkContext._jsc needs a Spark JVM in this process" in error[0]
     client.assert_no_jvm()
 
 

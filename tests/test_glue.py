@@ -1083,7 +1083,7 @@ def test_studio_transforms_as_generated_scripts_call_them(spark, tmp_path):
         (None, None, None, None, None, None, None, None, None, None)],
         "first STRING, last STRING, epoch BIGINT, seen STRING, words STRING, "
         "tags STRING, props MAP<STRING,INT>, measure STRING, region STRING, rate DOUBLE")
-    with glue_environment(spark.sparkContext):
+    with glue_environment(spark):
         import gs_concat  # noqa: F401 - as Studio's scripts import them
         import gs_derived  # noqa: F401
 

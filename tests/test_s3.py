@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 from urllib.parse import quote
 
 import pyarrow.fs as pafs
@@ -33,6 +34,20 @@ def put(uri: str, text: str) -> None:
 def land(landing: str, batch: int, rows: int = 3) -> None:
     put(f"{landing}/batch-{batch:03}.json",
         "".join(json.dumps({"id": batch * 100 + i}) + "\n" for i in range(rows)))
+
+
+def land_glue_orders(landing: str, local: Path, batches: int) -> None:
+    """``batches`` new files of jobs/glue_orders.py's orders and documents under
+    ``landing`` (``orders/``, ``documents/``): made in ``local`` by the example
+    generators, then put (new files only)."""
+    from jobs import order_documents_landing, orders_landing
+
+    for kind, written in (
+            ("orders", orders_landing.land(local / "orders", batches=batches, orders=20)),
+            ("documents", order_documents_landing.land(local / "documents", batches=batches,
+                                                       orders=10))):
+        for path in written:
+            put(f"{landing}/{kind}/{path.name}", path.read_text())
 
 
 def state_on_s3(ws, bucket: str, delta: str = "auto") -> str:
@@ -423,20 +438,12 @@ def test_a_glue_script_reads_and_writes_s3_paths(bucket, tmp_path, spark):
     from typer.testing import CliRunner
 
     from framework.cli import app
-    from jobs import order_documents_landing, orders_landing
     from tests.test_glue import SCRIPT
 
     fs, root, _ = storage.filesystem(bucket)
 
     def land(batches: int) -> None:
-        """Landed locally by the example generators, then put on S3 (new files only)."""
-        local = tmp_path / "landing"
-        for kind, written in (
-                ("orders", orders_landing.land(local / "orders", batches=batches, orders=20)),
-                ("documents", order_documents_landing.land(local / "documents",
-                                                           batches=batches, orders=10))):
-            for path in written:
-                put(f"{bucket}/landing/{kind}/{path.name}", path.read_text())
+        land_glue_orders(f"{bucket}/landing", tmp_path / "landing", batches)
 
     def run() -> dict:
         result = CliRunner().invoke(app, [

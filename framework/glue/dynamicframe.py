@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
 from framework.glue.environment import GlueApi
-from framework.spark import try_cast
+from framework.spark import json_schema, try_cast
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -165,6 +165,8 @@ class DynamicFrame(GlueApi):
         record for which ``f`` raises KeyError, ValueError or TypeError is left out, as
         in Glue; one for which it raises anything else is an error record
         (``errorsCount``, ``errorsAsDynamicFrame``)."""
+        from pyspark.sql import functions as F
+
         def verdict(row: Any) -> bool | BaseException:
             try:
                 return bool(f(row.asDict(recursive=True)))
@@ -174,36 +176,58 @@ class DynamicFrame(GlueApi):
                 return exc
 
         source = self._df
-        kept = source.rdd.filter(lambda row: verdict(row) is True)
-        return self._with(source.sparkSession.createDataFrame(kept, source.schema),
-                          _error_records(source, lambda row: _raised(verdict(row)),
-                                         _call_site(), info))
+        if not source.columns:  # a run with nothing new: nothing to filter
+            return self
+        keep = F.udf(lambda row: verdict(row) is True, "boolean")
+        return self._with(source.where(keep(_record(source))),
+                          _error_records(source, verdict, _call_site(), info))
 
     def map(self, f: Callable[[dict[str, Any]], Mapping[str, Any]],
             transformation_ctx: str = "", info: str = "", **_: Any) -> DynamicFrame:
         """Each record as ``f(record)`` returns it (a dict; the fields it has make the
         new schema). A record for which ``f`` raises (or returns nothing) is an error
         record, left out (``errorsCount``, ``errorsAsDynamicFrame``), as in Glue."""
-        from pyspark.sql import Row
-        from pyspark.sql.types import StructType
+        import functools
+        import json
 
-        def outcome(row: Any) -> Row | BaseException:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StructType, _merge_type
+
+        def outcome(row: Any) -> dict[str, Any] | BaseException:
             try:
                 mapped = f(row.asDict(recursive=True))
                 if not mapped:
                     raise ValueError("User-specified function returned None instead of "
                                      "DynamicRecord")
-                return Row(**dict(mapped))
+                return dict(mapped)
             except Exception as exc:  # noqa: BLE001 - Glue's error records
                 return exc
 
+        def shape(row: Any) -> str | None:  # the schema Spark infers for the new record
+            from pyspark.sql import Row
+            from pyspark.sql.types import _infer_schema
+
+            found = outcome(row)
+            return None if isinstance(found, BaseException) else _infer_schema(
+                Row(**found)).json()
+
         source = self._df
-        rows = source.rdd.flatMap(lambda row: [] if isinstance(
-            found := outcome(row), BaseException) else [found])
-        errors = _error_records(source, lambda row: _raised(outcome(row)), _call_site(), info)
-        if rows.isEmpty():
-            return self._with(source.sparkSession.createDataFrame([], StructType([])), errors)
-        return self._with(source.sparkSession.createDataFrame(rows, samplingRatio=1.0), errors)
+        spark = source.sparkSession
+        errors = _error_records(source, outcome, _call_site(), info)
+        shapes = [] if not source.columns else [
+            StructType.fromJson(json.loads(found.shape)) for found in source.select(
+                F.udf(shape, "string")(_record(source)).alias("shape")).distinct().collect()
+            if found.shape is not None]
+        if not shapes:
+            return self._with(spark.createDataFrame([], StructType([])), errors)
+        schema = functools.reduce(_merge_type, shapes)
+
+        def record(row: Any) -> dict[str, Any] | None:
+            found = outcome(row)
+            return None if isinstance(found, BaseException) else found
+
+        mapped = source.select(F.udf(record, schema)(_record(source)).alias("record"))
+        return self._with(mapped.where("record IS NOT NULL").select("record.*"), errors)
 
     def union(self, other_frame: DynamicFrame, transformation_ctx: str = "",
               **_: Any) -> DynamicFrame:
@@ -286,16 +310,16 @@ class DynamicFrame(GlueApi):
         if not _exists(self._df, path):
             return self
         value = F.col(_column(path))
-        texts = self._df.select(value).where(value.isNotNull()).rdd.map(lambda row: row[0])
-        spark = self._df.sparkSession
+        texts = self._df.select(value.alias("text")).where(value.isNotNull())
         reader_options = {csv_options[k]: str(v) for k, v in options.items()
                           if k in csv_options}
         if options.get("withSchema"):
             schema = StructType.fromJson(json.loads(options["withSchema"]))
         elif kind == "json":
-            schema = spark.read.json(texts).schema
+            schema = json_schema(texts)
         else:
-            width = texts.map(_csv_width(options)).fold(0, max)
+            widest = F.max(F.udf(_csv_width(options), "int")("text"))
+            width = texts.select(widest).first()[0] or 0  # type: ignore[index]
             schema = StructType([StructField(f"col{i}", StringType()) for i in range(width)])
         if not schema.fields:
             return self
@@ -583,10 +607,6 @@ def _made(df: DataFrame, name: str, kind: str) -> DataFrame:
     return df.select(*columns)
 
 
-def _raised(outcome: Any) -> BaseException | None:
-    return outcome if isinstance(outcome, BaseException) else None
-
-
 def _call_site() -> str:
     """Where the script called the transform (its innermost frame outside deltamark), as
     Glue's error records name it."""
@@ -601,11 +621,13 @@ def _call_site() -> str:
     return ""
 
 
-def _error_records(source: DataFrame, raised: Callable[[Any], BaseException | None],
-                   site: str, info: str) -> Callable[[], DataFrame]:
-    """The error records of a step over ``source``: its rows for which ``raised`` gives
-    the exception (computed when asked for)."""
+def _error_records(source: DataFrame, outcome: Callable[[Any], Any], site: str,
+                   info: str) -> Callable[[], DataFrame]:
+    """The error records of a step over ``source``: its rows for which ``outcome`` gives
+    an exception (computed when asked for)."""
+    from pyspark.sql import functions as F
     from pyspark.sql.types import (
+        ArrayType,
         LongType,
         StringType,
         StructField,
@@ -613,24 +635,37 @@ def _error_records(source: DataFrame, raised: Callable[[Any], BaseException | No
     )
 
     text = StringType()
-    schema = StructType([StructField("error", StructType([
+    error = StructType([
         StructField("callsite", StructType([StructField("site", text),
                                             StructField("info", text)])),
         StructField("msg", text), StructField("stackTrace", text),
         StructField("input", text), StructField("bytesread", LongType()),
-        StructField("source", text), StructField("dynamicRecord", source.schema)]))])
+        StructField("source", text), StructField("dynamicRecord", source.schema)])
 
     def records(row: Any) -> list[Any]:
         import traceback
 
-        exc = raised(row)
-        if exc is None:
+        exc = outcome(row)
+        if not isinstance(exc, BaseException):
             return []
         trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return [((site, info), f"{type(exc).__name__}: {exc}", trace, "", 0, "", row)]
 
-    return lambda: source.sparkSession.createDataFrame(
-        source.rdd.flatMap(records).map(lambda record: (record,)), schema)
+    if not source.columns:
+        return lambda: source.sparkSession.createDataFrame(
+            [], StructType([StructField("error", error)]))
+    found = F.udf(records, ArrayType(error))
+    return lambda: source.select(F.explode(found(_record(source))).alias("error"))
+
+
+def _record(df: DataFrame) -> Column:
+    """Each row of ``df`` as one struct, which the function of a Python UDF gets as a Row.
+    Spark runs that function in its Python workers (on Spark Connect, the server's, where
+    deltamark is not installed): it must not call deltamark's module-level functions,
+    which cloudpickle would send by name."""
+    from pyspark.sql import functions as F
+
+    return F.struct(*(F.col("`" + name.replace("`", "``") + "`") for name in df.columns))
 
 
 def _union_errors(first: DataFrame, second: DataFrame) -> DataFrame:

@@ -1,7 +1,8 @@
 """What a Glue script finds in its process while ``deltamark run --script`` runs it:
 ``import awsglue...`` resolves to deltamark's Glue layer (no ``awsglue`` package is
 installed anywhere), and ``SparkContext()`` is the run's own context, as it is the first
-one in a Glue job.
+one in a Glue job. On Spark Connect, where this process has no SparkContext (and
+``pyspark-client`` no ``pyspark.context``), it is a stand-in, ``ConnectSparkContext``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import importlib.abc
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.errors import GlueUnsupportedAttributeError, GlueUnsupportedError
+from framework.spark import is_connect, require_classic
 
-__all__ = ["AWSGLUE_MODULES", "GlueApi", "glue_environment"]
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["AWSGLUE_MODULES", "ConnectSparkContext", "GlueApi", "glue_environment"]
 
 #: the awsglue modules a script may import, and deltamark's module serving each
 AWSGLUE_MODULES = {
@@ -48,11 +53,46 @@ class GlueApi:
             f"{self.glue_name}.{name}", "the calls served are listed in docs/glue.md")
 
 
+class ConnectSparkContext:
+    """``SparkContext()`` (and ``SparkContext.getOrCreate()``) in a Glue script run on
+    Spark Connect: ``version``, ``appName`` and ``setLogLevel`` (which leaves the server's
+    log level as the server has it) are served; anything else needs a SparkContext in
+    this process and refuses in one line."""
+
+    spark: ClassVar[Any] = None
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        pass  # its arguments (master, appName, conf) are the run's to set, in conf
+
+    @classmethod
+    def getOrCreate(cls, conf: Any = None) -> ConnectSparkContext:  # noqa: N802
+        return cls()
+
+    @property
+    def version(self) -> str:
+        return str(self.spark.version)
+
+    @property
+    def appName(self) -> str | None:  # noqa: N802
+        return self.spark.conf.get("spark.app.name", None)
+
+    def setLogLevel(self, logLevel: str) -> None:  # noqa: N802, N803
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        require_classic(self.spark, f"SparkContext.{name}")
+        raise AttributeError(name)
+
+
 @contextlib.contextmanager
-def glue_environment(spark_context: Any) -> Iterator[None]:
-    """``awsglue`` importable and ``SparkContext()`` giving ``spark_context`` while the
-    block runs; everything is as before afterwards."""
-    with _awsglue_importable(), _studio_transforms(), _shared_spark_context(spark_context):
+def glue_environment(spark: SparkSession) -> Iterator[None]:
+    """``awsglue`` importable and ``SparkContext()`` giving the context of ``spark`` (its
+    stand-in on Spark Connect) while the block runs; everything is as before afterwards."""
+    context = (_connect_spark_context(spark) if is_connect(spark)
+               else _shared_spark_context(spark.sparkContext))
+    with _awsglue_importable(), _studio_transforms(), context:
         yield
 
 
@@ -167,3 +207,26 @@ def _shared_spark_context(active: Any) -> Iterator[None]:
         SparkContext.__init__ = original_init  # type: ignore[method-assign]
         if not had_new:
             del SparkContext.__new__
+
+
+@contextlib.contextmanager
+def _connect_spark_context(spark: SparkSession) -> Iterator[None]:
+    """``pyspark.context.SparkContext`` and ``pyspark.SparkContext`` are a
+    ``ConnectSparkContext`` of ``spark``, with or without a classic pyspark installed."""
+    import pyspark
+
+    stand_in = type("SparkContext", (ConnectSparkContext,), {"spark": spark})
+    module = ModuleType("pyspark.context", "SparkContext on Spark Connect (deltamark's)")
+    module.SparkContext = stand_in  # type: ignore[attr-defined]
+    names = vars(pyspark)
+    saved_module, saved_class = sys.modules.get("pyspark.context"), names.get("SparkContext")
+    sys.modules["pyspark.context"], names["SparkContext"] = module, stand_in
+    try:
+        yield
+    finally:
+        for space, key, saved in ((sys.modules, "pyspark.context", saved_module),
+                                  (names, "SparkContext", saved_class)):
+            if saved is None:
+                space.pop(key, None)
+            else:
+                space[key] = saved

@@ -26,7 +26,6 @@ from framework.glue.environment import glue_environment
 from framework.job import IncrementalJob, JobContext, job_run
 from framework.job_config import JobSpec
 from framework.modes import BookmarkOptions
-from framework.spark import require_classic
 
 __all__ = ["script_job"]
 
@@ -70,9 +69,8 @@ class _GlueScript(IncrementalJob):
                     "job-bookmark-to": ctx.bookmark.to_run}
         argv = [str(self.script)] + [word for name, value in {**params, **bookmark}.items()
                                      if value is not None for word in (f"--{name}", value)]
-        require_classic(ctx.spark, f"The Glue script {self.script} (GlueContext(SparkContext()))")
         run = GlueRun(ctx, self.catalog)
-        with current_run(run), _argv(argv), glue_environment(ctx.spark.sparkContext):
+        with current_run(run), _argv(argv), glue_environment(ctx.spark):
             runpy.run_path(str(self.script), run_name="__main__")
         if not run.committed:
             job_run(ctx).hold_bookmarks()

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
-from framework.spark import default_parallelism, named_column, quoted
+from framework.spark import default_parallelism, json_schema, named_column, quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -212,9 +212,9 @@ def parse_json(df: DataFrame, *, colName: str, jsonSchema: str | None = None,  #
     value = _column(df, colName, "gs_parse_json")
     schema: Any = jsonSchema
     if not schema:  # each value inside an object, so that arrays and numbers read too
-        texts = df.select(value.alias("json")).where("json IS NOT NULL")
-        read = df.sparkSession.read.option("samplingRatio", samplingRatio).json(
-            texts.rdd.map(lambda row: '{"value": ' + row[0] + "}")).schema
+        texts = df.where(value.isNotNull()).select(
+            F.concat(F.lit('{"value": '), value, F.lit("}")).alias("json"))
+        read = json_schema(texts, samplingRatio=samplingRatio)
         if "value" not in read.fieldNames():
             return df
         schema = read["value"].dataType
