@@ -1,10 +1,8 @@
 import datetime as dt
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -225,32 +223,23 @@ def test_debug_shows_the_traceback(state):
     assert type(result.exception).__name__ == "ReadOnlySqlError"
 
 
-def test_real_processes_exit_0_fast_and_start_no_jvm(state):
-    """delta-rs can abort processes at exit (code 134); the CLI must not, ever."""
+def test_real_processes_exit_0_and_import_neither_spark_nor_pandas(state):
+    """delta-rs can abort processes at exit (code 134); the CLI must not, ever. (How fast
+    they are: bench_noop's read-only commands.)"""
     probe = ("import sys, runpy; sys.argv = ['deltamark'] + sys.argv[1:]; "
              "import atexit; atexit.register(lambda: print('PYSPARK' if 'pyspark' in "
              "sys.modules else 'PANDAS' if 'pandas' in sys.modules else 'NOJVM', "
              "file=sys.stderr)); runpy.run_module('framework', run_name='__main__')")
-    commands = [["runs", "list", "--json"], ["bookmarks", "show", "orders", "--json"],
-                ["sql", "select * from current_bookmarks", "--json"],
-                ["dq", "results", "orders", "--json"],
-                ["workflow", "status", "orders_pipeline", "--json"]]
-    took = []
-    # Attempt 0 is not timed: the first process after an install compiles bytecode.
-    for attempt in range(25):
-        args = commands[attempt % len(commands)]
-        started = time.perf_counter()
+    for args in (["runs", "list", "--json"], ["bookmarks", "show", "orders", "--json"],
+                 ["sql", "select * from current_bookmarks", "--json"],
+                 ["dq", "results", "orders", "--json"],
+                 ["workflow", "status", "orders_pipeline", "--json"]):
         done = subprocess.run([sys.executable, "-c", probe, "--state-root", state, *args],
                               capture_output=True, text=True, env={**os.environ}, timeout=60)
-        took.append(time.perf_counter() - started)
         assert done.returncode == 0, (args, done.returncode, done.stderr)
         # pandas is a third of a command's time; pyarrow imports it on its own far too easily
         assert done.stderr.strip().endswith("NOJVM"), done.stderr
         json.loads(done.stdout)
-    timed = took[1:]
-    print(f"read-only commands: median {statistics.median(timed):.2f}s, max {max(timed):.2f}s")
-    assert statistics.median(timed) < 1.0, f"median read-only command took {timed}"
-    assert max(timed) < 2.0, f"slowest read-only command took {max(timed):.2f}s"
 
 
 def invoke_wide(*args):

@@ -6,7 +6,8 @@ files, then a batch of 100 new ones, untimed (as on a schedule: Structured Strea
 re-plans its last batch when it starts, and a last batch of N files would cost it ~20 s);
 then each runs ROUNDS times, alternating. Target: ratio <= 0.2. The same no-op run on
 Spark Connect (SPARK_REMOTE naming a port where no server listens: a run that sent the
-server a request would fail) is timed beside them; target < 1 s.
+server a request would fail) is timed beside them, and so are read-only commands on the
+same state (runs list, bookmarks show, sql); target < 1 s each.
 
 DELTAMARK_BENCH_NOOP_FILES sets N (default 10,000).
 """
@@ -87,7 +88,11 @@ def main() -> None:
             _process(deltamark)  # both process the N files, then 100 new ones
             _process(structured_streaming)
         samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": [],
-                                           "on Spark Connect": []}
+                                           "on Spark Connect": [], "read-only": []}
+        conf = ["--conf-dir", str(scratch / "conf")]
+        read_only = [[python, "-m", "framework", *conf, *args, "--json"] for args in (
+            ["runs", "list"], ["bookmarks", "show", "ingest"],
+            ["sql", "select * from current_bookmarks"])]
         memory: list[int] = []
         nowhere = {"SPARK_REMOTE": f"sc://127.0.0.1:{free_port()}"}
         for _ in range(ROUNDS):
@@ -96,6 +101,7 @@ def main() -> None:
             memory.append(peak)
             samples["structured streaming"].append(_process(structured_streaming)[0])
             samples["on Spark Connect"].append(_process(deltamark, nowhere)[0])
+            samples["read-only"] += [_process(command)[0] for command in read_only]
         from framework.state_io import open_store
 
         runs = open_store(scratch / "state").runs("ingest")
@@ -115,6 +121,9 @@ def main() -> None:
     connect = median["on Spark Connect"]
     print(f"  the same on Spark Connect: {connect:.2f}s, no request to the server  "
           f"< 1 s {'ok' if connect < 1 else 'MISSED'}")
+    read = median["read-only"]
+    print(f"  a read-only command (runs list, bookmarks show, sql): {read:.2f}s  "
+          f"< 1 s {'ok' if read < 1 else 'MISSED'}")
 
 
 if __name__ == "__main__":
