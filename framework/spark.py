@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
 __all__ = ["ThreadWrapper", "default_parallelism", "inheriting_threads", "is_connect",
-           "named_column", "quoted", "require_classic", "session_conf", "sessions_from",
-           "spark_session", "temporary_conf", "to_arrow", "try_cast"]
+           "json_schema", "named_column", "quoted", "require_classic", "session_conf",
+           "sessions_from", "spark_session", "temporary_conf", "to_arrow", "try_cast"]
 
 log = logging.getLogger("deltamark.spark")
 

@@ -129,7 +129,6 @@ def test_each_page_loads_without_errors_draws_its_charts_and_fetches_nothing_out
     shot(page, path.strip("/").replace("/", "_") or "overview")
 
 
-@pytest.mark.compat
 def test_data_and_errors_show_as_text(page, served):
     page.goto(served + "/jobs/hostile")
     assert page.get_by_text(HOSTILE).count() == 1  # the run's error, as text
