@@ -165,8 +165,6 @@ class DynamicFrame(GlueApi):
         record for which ``f`` raises KeyError, ValueError or TypeError is left out, as
         in Glue; one for which it raises anything else is an error record
         (``errorsCount``, ``errorsAsDynamicFrame``)."""
-        from pyspark.sql import functions as F
-
         def verdict(row: Any) -> bool | BaseException:
             try:
                 return bool(f(row.asDict(recursive=True)))
@@ -178,7 +176,7 @@ class DynamicFrame(GlueApi):
         source = self._df
         if not source.columns:  # a run with nothing new: nothing to filter
             return self
-        keep = F.udf(lambda row: verdict(row) is True, "boolean")
+        keep = _udf(lambda row: verdict(row) is True, "boolean")
         return self._with(source.where(keep(_record(source))),
                           _error_records(source, verdict, _call_site(), info))
 
@@ -190,7 +188,6 @@ class DynamicFrame(GlueApi):
         import functools
         import json
 
-        from pyspark.sql import functions as F
         from pyspark.sql.types import StructType, _merge_type
 
         def outcome(row: Any) -> dict[str, Any] | BaseException:
@@ -216,7 +213,7 @@ class DynamicFrame(GlueApi):
         errors = _error_records(source, outcome, _call_site(), info)
         shapes = [] if not source.columns else [
             StructType.fromJson(json.loads(found.shape)) for found in source.select(
-                F.udf(shape, "string")(_record(source)).alias("shape")).distinct().collect()
+                _udf(shape, "string")(_record(source)).alias("shape")).distinct().collect()
             if found.shape is not None]
         if not shapes:
             return self._with(spark.createDataFrame([], StructType([])), errors)
@@ -226,7 +223,7 @@ class DynamicFrame(GlueApi):
             found = outcome(row)
             return None if isinstance(found, BaseException) else found
 
-        mapped = source.select(F.udf(record, schema)(_record(source)).alias("record"))
+        mapped = source.select(_udf(record, schema)(_record(source)).alias("record"))
         return self._with(mapped.where("record IS NOT NULL").select("record.*"), errors)
 
     def union(self, other_frame: DynamicFrame, transformation_ctx: str = "",
@@ -318,7 +315,7 @@ class DynamicFrame(GlueApi):
         elif kind == "json":
             schema = json_schema(texts)
         else:
-            widest = F.max(F.udf(_csv_width(options), "int")("text"))
+            widest = F.max(_udf(_csv_width(options), "int")("text"))
             width = texts.select(widest).first()[0] or 0  # type: ignore[index]
             schema = StructType([StructField(f"col{i}", StringType()) for i in range(width)])
         if not schema.fields:
@@ -654,8 +651,17 @@ def _error_records(source: DataFrame, outcome: Callable[[Any], Any], site: str,
     if not source.columns:
         return lambda: source.sparkSession.createDataFrame(
             [], StructType([StructField("error", error)]))
-    found = F.udf(records, ArrayType(error))
+    found = _udf(records, ArrayType(error))
     return lambda: source.select(F.explode(found(_record(source))).alias("error"))
+
+
+def _udf(function: Callable[[Any], Any], returns: Any) -> Any:
+    """``function`` as a plain Python UDF (rows in as pickled Rows, as an RDD's functions
+    get them; ``useArrow=False`` also spares Spark Connect's client from guessing a
+    pandas UDF from type hints, which it warns about) returning ``returns``."""
+    from pyspark.sql import functions as F
+
+    return F.udf(function, returns, useArrow=False)
 
 
 def _record(df: DataFrame) -> Column:
