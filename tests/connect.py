@@ -26,7 +26,7 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 class ConnectServer:
     """``sc://127.0.0.1:PORT``; ``environment`` is the server's (its storage settings)."""
 
-    def __init__(self, environment: dict[str, str]):
+    def __init__(self, environment: dict[str, str], *, deltamark_on_workers: bool = False):
         home = Path(pyspark.__file__).parent
         self.port = free_port()
         self.url = f"sc://127.0.0.1:{self.port}"
@@ -38,12 +38,14 @@ class ConnectServer:
             "spark.connect.grpc.binding.port": str(self.port)}
         self.log = Path(self.directory) / "server.log"
         # deltamark is not installed on a real server: its Python workers fail to import it
-        # here too, so that a UDF's function that reached deltamark's modules fails a test
+        # here too (unless deltamark_on_workers: a benchmark's foreachBatch writes with it),
+        # so that a UDF's function that reached deltamark's modules fails a test
         workers = Path(self.directory) / "python-workers"
-        (workers / "framework").mkdir(parents=True)
-        (workers / "framework" / "__init__.py").write_text(
-            "raise ImportError('deltamark is not installed on the Spark Connect server: a "
-            "UDF sent its function by name')\n")
+        if not deltamark_on_workers:
+            (workers / "framework").mkdir(parents=True)
+            (workers / "framework" / "__init__.py").write_text(
+                "raise ImportError('deltamark is not installed on the Spark Connect server: "
+                "a UDF sent its function by name')\n")
         with open(self.log, "wb") as output:
             self.process = subprocess.Popen(
                 [str(home / "bin" / "spark-submit"), "--class", SERVER_CLASS,

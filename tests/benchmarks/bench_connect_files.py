@@ -23,7 +23,8 @@ def main() -> None:
     from tests.connect import ConnectServer
 
     sizes = [int(n) for n in os.environ.get("DELTAMARK_BENCH_CONNECT_FILES", "10000").split(",")]
-    server = ConnectServer({})
+    server = ConnectServer({}, deltamark_on_workers=True)  # Structured Streaming's
+    # foreachBatch writes each batch through deltamark's engine, in the server's workers
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-connect-"))
     try:
         spark = spark_session(Settings(spark=SparkSettings(remote=server.url)))
