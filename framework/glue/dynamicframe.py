@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
 from framework.glue.environment import GlueApi
-from framework.spark import json_schema, try_cast
+from framework.spark import json_schema, named_column, try_cast
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -671,7 +671,7 @@ def _record(df: DataFrame) -> Column:
     which cloudpickle would send by name."""
     from pyspark.sql import functions as F
 
-    return F.struct(*(F.col("`" + name.replace("`", "``") + "`") for name in df.columns))
+    return F.struct(*(named_column(name) for name in df.columns))
 
 
 def _union_errors(first: DataFrame, second: DataFrame) -> DataFrame:
