@@ -28,7 +28,7 @@ from tests.benchmarks.bench_incremental_files import land_local
 from tests.connect import free_port
 
 TARGET = 0.2
-ROUNDS = 5
+ROUNDS = 3
 
 
 def stream(landing: str, checkpoint: str, target: str) -> None:

@@ -14,7 +14,8 @@ file and overwriting its own Delta table:
 Medians of 3 rounds after a warm-up round on a tenth of the rows. The order rotates, so each
 job runs first in one round: the first full-size run of a session is the slowest (the JVM
 still compiling), and with a fixed or alternating order it always fell on the same jobs.
-The overhead is (gated - plain) / plain. DELTAMARK_BENCH_ROWS sets the rows (default 5,000,000).
+The overhead is (gated - plain) / plain. DELTAMARK_BENCH_QUALITY_ROWS sets the rows
+(default 5,000,000).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def main() -> None:
     from framework.delta import delta_engine
     from framework.spark import spark_session
 
-    count = int(os.environ.get("DELTAMARK_BENCH_ROWS", "5000000"))
+    count = int(os.environ.get("DELTAMARK_BENCH_QUALITY_ROWS", "5000000"))
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-quality-"))
     try:

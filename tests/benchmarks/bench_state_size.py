@@ -13,7 +13,7 @@ process reads (no cached table handles or files), the runs on the two roots alte
 copy of the root at 100 runs is kept); and every run still reachable by a rewind.
 
 DELTAMARK_BENCH_STATE_RUNS sets the runs (default 10,000: ~10 minutes on 2 cores, 58 ms a
-run; .ci/run takes 3,000, the same targets on a third of the history).
+run; .ci/run takes 1,000, the same targets on a tenth of the history).
 """
 
 from __future__ import annotations
