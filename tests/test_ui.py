@@ -17,6 +17,7 @@ from databases import unavailable
 from werkzeug.serving import make_server
 
 from framework import admin, humanize, load_settings
+from framework.server.client import start_server
 from framework.state_io import open_store
 from framework.ui.app import create_app
 from framework.workflows import resume_workflow, run_workflow
@@ -41,15 +42,20 @@ def demo(tmp_path_factory):
     landing = work / "data" / "landing" / "orders"
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(work)  # the conf's relative paths land under it, as in the demo
-        orders_landing.land(landing, batches=2, orders=40)
-        assert run_workflow(settings, "orders_pipeline").succeeded
-        orders_landing.land(landing, batches=1, orders=40, broken=2)
-        rejected = run_workflow(settings, "orders_pipeline")
-        assert not rejected.succeeded
-        orders_landing.resend(landing, orders=40)
-        assert resume_workflow(settings, rejected.workflow_run_id).succeeded
-        for _ in range(2):
+        # the workflow runs share one warm JVM, as on a frequent schedule
+        server, _ = start_server(settings, idle_minutes=10)
+        try:
+            orders_landing.land(landing, batches=2, orders=40)
             assert run_workflow(settings, "orders_pipeline").succeeded
+            orders_landing.land(landing, batches=1, orders=40, broken=2)
+            rejected = run_workflow(settings, "orders_pipeline")
+            assert not rejected.succeeded
+            orders_landing.resend(landing, orders=40)
+            assert resume_workflow(settings, rejected.workflow_run_id).succeeded
+            for _ in range(2):
+                assert run_workflow(settings, "orders_pipeline").succeeded
+        finally:
+            server.stop()
     store = open_store(settings.state_root)
     now = dt.datetime.now(dt.UTC)
     store.record_run(Run(job="hostile", run_id="h1", run_seq=1, status="failed",
