@@ -10,7 +10,8 @@ rows where 1% are new since the last run.
 Both in the same Spark session, writing through the same Delta engine. Each round inserts
 1% new rows, then runs both; four warm-up rounds (the JVM compiles the JDBC and Parquet
 paths for a while), then five timed rounds whose medians are compared.
-Target: ratio <= 0.1. DELTAMARK_BENCH_JDBC_ROWS sets the table size (default 5,000,000).
+Target: ratio <= 0.1. DELTAMARK_BENCH_JDBC_ROWS sets the table size (default 5,000,000);
+DELTAMARK_BENCH_JDBC_WARM_UP and DELTAMARK_BENCH_JDBC_ROUNDS the rounds (4 and 5).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from pathlib import Path
 from framework import IncrementalJob, JobContext
 
 TARGET = 0.1
-WARM_UP = 4
-ROUNDS = 5
+WARM_UP = int(os.environ.get("DELTAMARK_BENCH_JDBC_WARM_UP", 4))
+ROUNDS = int(os.environ.get("DELTAMARK_BENCH_JDBC_ROUNDS", 5))
 NEW_SHARE = 0.01
 
 CREATE = ("CREATE TABLE orders (id BIGINT PRIMARY KEY, customer_id INTEGER NOT NULL, "

@@ -2,8 +2,9 @@
 run`` process (the example ingest job over N processed files: skipped before Spark starts)
 against a whole Structured Streaming process (Trigger.AvailableNow on the same directory,
 its checkpoint up to date, writing through foreachBatch). Each side first processes the N
-files, then a batch of 100 new ones, untimed (as on a schedule: Structured Streaming
-re-plans its last batch when it starts, and a last batch of N files would cost it ~20 s);
+files, then a batch of 100 new ones, untimed and in one process of their own (as on a
+schedule: Structured Streaming re-plans its last batch when it starts, and a last batch of
+N files would cost it ~20 s);
 then each runs ROUNDS times, alternating. Target: ratio <= 0.2. The same no-op run on
 Spark Connect (SPARK_REMOTE naming a port where no server listens: a run that sent the
 server a request would fail) is timed beside them, and so are read-only commands on the
@@ -56,6 +57,19 @@ def stream(landing: str, checkpoint: str, target: str) -> None:
     query.awaitTermination()
 
 
+def prepare(conf_dir: str, landing: str, checkpoint: str, target: str, files: str) -> None:
+    """Both sides' history, untimed, in one process (one JVM): each processes the N files,
+    then 100 new ones."""
+    from framework import load_settings, run_job
+
+    settings = load_settings(conf_dir=conf_dir)
+    for start, count, age_s in ((0, int(files), 3600), (int(files), 100, 0)):
+        land_local(landing, start, count, age_s=age_s, empty=start == 0)
+        report = run_job(settings, "ingest")
+        assert report.status == "succeeded", report
+        stream(landing, checkpoint, target)
+
+
 def _process(command: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
     """Run ``command`` to the end: its wall time (s) and peak memory (KB, that process)."""
     started = time.perf_counter()
@@ -80,13 +94,11 @@ def main() -> None:
         "params": {"landing": landing, "target": str(scratch / "dm_target")}}))
     python = sys.executable
     deltamark = [python, "-m", "framework", "--conf-dir", str(scratch / "conf"), "run", "ingest"]
-    structured_streaming = [python, "-m", "tests.benchmarks.bench_noop", "stream", landing,
-                            str(scratch / "checkpoint"), str(scratch / "ss_target")]
+    streaming = [landing, str(scratch / "checkpoint"), str(scratch / "ss_target")]
+    structured_streaming = [python, "-m", "tests.benchmarks.bench_noop", "stream", *streaming]
     try:
-        for start, count, age_s in ((0, files, 3600), (files, 100, 0)):
-            land_local(landing, start, count, age_s=age_s, empty=count == files)
-            _process(deltamark)  # both process the N files, then 100 new ones
-            _process(structured_streaming)
+        _process([python, "-m", "tests.benchmarks.bench_noop", "prepare",
+                  str(scratch / "conf"), *streaming, str(files)])
         samples: dict[str, list[float]] = {"deltamark": [], "structured streaming": [],
                                            "on Spark Connect": [], "read-only": []}
         conf = ["--conf-dir", str(scratch / "conf")]
@@ -129,5 +141,7 @@ def main() -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["stream"]:
         stream(*sys.argv[2:5])
+    elif sys.argv[1:2] == ["prepare"]:
+        prepare(*sys.argv[2:7])
     else:
         main()

@@ -8,7 +8,8 @@ full, <= 0.1 from the last key at 100,000 objects (its cost is what is new: at 1
 reading the new objects is most of either side's time).
 
 DELTAMARK_BENCH_S3_FILES sets the sizes (default "1000"; 100,000 on demand: objects land
-at ~1,000 a second, and each side's first run checks every one).
+at ~1,000 a second, and each side's first run checks every one);
+DELTAMARK_BENCH_S3_NEW_OBJECTS the new objects of each run (default 1,000).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from tests.benchmarks.bench_incremental_files import order, report, scenario
 
-NEW_OBJECTS = 1000
+NEW_OBJECTS = int(os.environ.get("DELTAMARK_BENCH_S3_NEW_OBJECTS", 1000))
 TARGETS = {"full": 0.5, "start_after": 0.1}
 TARGET_FROM = {"start_after": 100_000}
 

@@ -2,6 +2,7 @@
 of that job in the state tables, beside the same pair on empty tables; then the same with
 the state root on S3 (moto's server on 127.0.0.1, started here).
 Targets: median <= 50 ms for the pair with history on a local disk, <= 250 ms on S3.
+DELTAMARK_BENCH_STATE_SAMPLES sets the pairs timed on each side (default 60).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from state_tables.schemas import BOOKMARKS, RUNS
 from state_tables.store import StateStore, _bookmark_row, _run_row
 
 HISTORY = 10_000
-SAMPLES = 60
+SAMPLES = int(os.environ.get("DELTAMARK_BENCH_STATE_SAMPLES", 60))
 CONTEXTS = ("orders_src", "customers_src")
 TARGET_MS = 50.0
 TARGET_S3_MS = 250.0
