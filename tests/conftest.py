@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +14,7 @@ from framework.config import Settings, SparkSettings
 #: A test using one of these fixtures (directly or through another) starts Spark: it gets
 #: the ``spark`` marker, so ``pytest -m "not spark"`` is the fast subset. A test that starts
 #: Spark in a process of its own says so with ``@pytest.mark.spark``.
-SPARK_FIXTURES = frozenset({"spark", "cluster", "connect_server",
+SPARK_FIXTURES = frozenset({"spark", "cluster", "connect_server", "kept_server",
                             "demo"})  # tests/test_ui.py's: the demo's workflow runs
 
 
@@ -74,6 +77,27 @@ def spark(s3_server, tmp_path_factory):
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def kept_server(spark, tmp_path_factory):
+    """A deltamark server kept for the module, in a runtime directory of its own: the
+    commands of its tests' projects (``ws``'s Spark conf, this environment and working
+    directory) fork from its warm JVM instead of each workflow run starting a server."""
+    import yaml
+
+    from framework import load_settings
+    from framework.server.client import start_server
+
+    conf = tmp_path_factory.mktemp("kept-server")
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({"state_root": str(conf / "state")}))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", str(conf))
+        server, _ = start_server(load_settings(conf_dir=conf), idle_minutes=30)
+        try:
+            yield server
+        finally:
+            server.stop(now=True)
+
+
 def iceberg_catalog(warehouse) -> dict[str, str]:
     """The Spark conf of the Iceberg catalog ``lake`` the tests' session has: a path
     (hadoop) catalog in ``warehouse`` (``spark.conf.get`` it to configure another)."""
@@ -134,3 +158,33 @@ def database(request, tmp_path):
     if request.param == "sqlite":
         return sqlite_database(tmp_path)
     return request.getfixturevalue("pg_server").database()
+
+
+@pytest.fixture(scope="session")
+def airflow() -> Path:
+    """Airflow 3's command, from a virtualenv of its own (bash .ci/test_tools.sh)."""
+    command = Path(__file__).resolve().parents[1] / ".venv" / "airflow" / "bin" / "airflow"
+    if not command.exists():
+        from databases import unavailable
+
+        unavailable(f"Airflow is not installed at {command} (bash .ci/test_tools.sh)")
+    return command
+
+
+@pytest.fixture(scope="session")
+def airflow_database(airflow, tmp_path_factory) -> Path:
+    """Airflow's metadata database (SQLite), migrated once for the test run."""
+    home = tmp_path_factory.mktemp("airflow")
+    subprocess.run([airflow, "db", "migrate"], check=True, capture_output=True,
+                   env={**os.environ, "AIRFLOW_HOME": str(home)})
+    return home / "airflow.db"
+
+
+@pytest.fixture
+def airflow_home(airflow_database, tmp_path) -> Path:
+    """An AIRFLOW_HOME of the test's own: an empty dags folder and a copy of the migrated
+    database (``airflow db migrate`` runs once, not in each test)."""
+    home = tmp_path / "airflow"
+    (home / "dags").mkdir(parents=True)
+    shutil.copyfile(airflow_database, home / "airflow.db")
+    return home

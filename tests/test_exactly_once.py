@@ -93,18 +93,33 @@ def test_a_run_left_committing_by_an_older_version_is_replayed(copy_job):
 
 
 def test_random_crash_points_then_recovery(copy_job):
+    """A first run ends on its own, and says how long a run lasts; each later run is
+    killed at a random moment from 20% to 85% of that (so while it runs: the test fails if it
+    ended first), then the next run recovers."""
     ws = copy_job
     rng = random.Random(SEED)
-    print(f"crash seed {SEED}")
-    for _ in range(RANDOM_SCENARIOS):
+    ws.land(rows=2)
+    started = time.monotonic()
+    first = ws.start_run("copy")
+    _out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err[-2000:]
+    lasted = time.monotonic() - started
+    for scenario in range(RANDOM_SCENARIOS):
         ws.land(rows=2)
         process = ws.start_run("copy")
-        time.sleep(rng.uniform(2.0, 9.0))
+        delay = rng.uniform(0.2, 0.85) * lasted
+        time.sleep(delay)
         process.send_signal(signal.SIGKILL)
-        process.communicate()
+        _out, err = process.communicate()
+        where = (f"crash seed {SEED} (DELTAMARK_CRASH_SEED), scenario {scenario}, kill "
+                 f"{delay:.1f} s into a run (a whole run took {lasted:.1f} s)")
+        assert process.returncode == -signal.SIGKILL, f"{where}: the run ended first\n{err}"
         ws.land(rows=1)
         ws.run()
-        assert_exactly_once(ws, ws.target)
+        try:
+            assert_exactly_once(ws, ws.target)
+        except AssertionError as failed:
+            raise AssertionError(f"{where}: {failed}") from failed
 
 
 @pytest.mark.parametrize("point", ["target_committed:1", "planned:2", "target_committed:2"])

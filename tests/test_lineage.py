@@ -29,7 +29,6 @@ from framework.workflows import run_workflow
 from state_tables.model import Run
 
 SPEC = Path(__file__).with_name("openlineage_spec")
-AIRFLOW = Path(__file__).resolve().parents[1] / ".venv" / "airflow" / "bin" / "airflow"
 OPENLINEAGE_SPARK_VERSION = "1.53.0"  # .ci/test_tools.sh resolves it
 OPENLINEAGE_SPARK_JAR = (Path(__file__).resolve().parents[1] / ".venv" / "share" / "deltamark"
                          / "test-tools" / f"openlineage-spark_2.13-{OPENLINEAGE_SPARK_VERSION}.jar")
@@ -223,29 +222,25 @@ def test_a_workflow_run_is_the_parent_of_its_jobs_runs(ws, endpoint):
 
 
 def test_a_task_of_an_exported_dag_is_the_parent_of_its_jobs_run_in_airflow(
-        ws, endpoint, tmp_path):
+        ws, endpoint, airflow, airflow_home):
     """The exported DAG in Airflow 3 (airflow dags test) with its OpenLineage provider
     sending to the same endpoint: the task's run is the parent of the deltamark run."""
-    if not AIRFLOW.exists():
-        unavailable(f"Airflow is not installed at {AIRFLOW} (bash .ci/test_tools.sh)")
     ws.declare(name="a", cls="Step", out=str(ws.root))
     (ws.conf / "workflows").mkdir()
     (ws.conf / "workflows" / "solo.yaml").write_text(yaml.safe_dump({
         "jobs": {"a": {}}, "triggers": [{"name": "start", "start": ["a"]}]}))
-    home = tmp_path / "airflow"
-    (home / "dags").mkdir(parents=True)
+    home = airflow_home
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": "scheduler",
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "http",
                                                          "url": endpoint.url})}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True)
     exported = CliRunner().invoke(app, [
         "--conf-dir", str(ws.conf), "workflow", "export", "solo", "--deltamark",
         f"{sys.executable} -m framework", "--workdir", str(ws.root),
         "-o", str(home / "dags" / "solo.py")])
     assert exported.exit_code == 0, exported.output
-    tested = subprocess.run([AIRFLOW, "dags", "test", "solo"], env=env, capture_output=True,
+    tested = subprocess.run([airflow, "dags", "test", "solo"], env=env, capture_output=True,
                             text=True, timeout=600)
     events = endpoint.take()
     ours = [e for e in events if e["producer"] == lineage.PRODUCER]

@@ -47,8 +47,10 @@ def test_a_skipped_run_starts_no_jvm(ws):
     assert process.returncode == 0, err
     assert "skipped run 2" in out and "without starting Spark" in out
     ws.land()
-    process = ws.start_run("copy", **no_java)  # something new: it needs the JVM
-    assert process.wait(timeout=60) != 0
+    process = ws.start_run("copy", **no_java)  # something new: it needs the JVM, not found
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 1, err
+    assert "Spark could not start its JVM. Check that Java 17 is installed" in err, err
 
 
 def test_dry_run_says_it_would_skip_and_records_nothing(ws):

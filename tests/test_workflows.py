@@ -12,11 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 import yaml
-from databases import unavailable
 from typer.testing import CliRunner
 
 from framework.cli import app
@@ -51,7 +49,9 @@ DIAMOND = {
 
 
 @pytest.fixture
-def project(ws):
+def project(ws, kept_server):
+    """Jobs a to h (tests/support_jobs.py's Step); the workflow runs fork from the module's
+    kept server (a server of each run's own is test_server's subject)."""
     for job in "abcdefgh":
         ws.declare(name=job, cls="Step", out=str(ws.root), x="job")
     (ws.conf / "workflows").mkdir()
@@ -247,7 +247,7 @@ def test_a_workflow_run_is_stopped_listed_and_limited_to_its_concurrent_runs(pro
 
 def test_a_job_past_its_time_limit_times_out_and_a_killed_one_is_stopped(project):
     declare(project, "slow", {
-        "jobs": {"h": {"timeout_minutes": 0.15, "args": {"sleep_s": "120"}},
+        "jobs": {"h": {"timeout_minutes": 0.05, "args": {"sleep_s": "120"}},
                  "c": {"args": {"kill": "true"}}, "a": {}},
         "triggers": [{"start": ["h", "c"]},
                      {"when": {"all": [{"h": "TIMEOUT"}, {"c": "STOPPED"}]},
@@ -256,13 +256,12 @@ def test_a_job_past_its_time_limit_times_out_and_a_killed_one_is_stopped(project
     result = runner.invoke(app, ["--conf-dir", str(project.conf), "workflow", "run", "slow"])
     assert result.exit_code == 1
     assert "h                        TIMEOUT" in result.output
-    assert "stopped after its time limit of 0.15 minutes" in result.output
+    assert "stopped after its time limit of 0.05 minutes" in result.output
     assert "c                        STOPPED in" in result.output
     assert "stopped by SIGKILL" in result.output
     assert "a                        SUCCEEDED" in result.output
 
 
-AIRFLOW = Path(__file__).resolve().parents[1] / ".venv" / "airflow" / "bin" / "airflow"
 SCENARIOS = {  # the diamond with b failing; with nothing failing; with a failing first
     "failed_middle": DIAMOND,
     "succeeded": {**DIAMOND, "jobs": {**DIAMOND["jobs"], "b": {"args": {"x": "workflow"}}}},
@@ -271,17 +270,13 @@ SCENARIOS = {  # the diamond with b failing; with nothing failing; with a failin
 AIRFLOW_STATES = {"success": "SUCCEEDED", "failed": "FAILED", "skipped": "SKIPPED"}
 
 
-def test_the_airflow_export_decides_as_deltamark_in_a_real_airflow(project, tmp_path):
+def test_the_airflow_export_decides_as_deltamark_in_a_real_airflow(project, airflow, airflow_home):
     """Each scenario runs twice: with deltamark workflow run, and as the exported DAG in
     Airflow 3 (airflow dags test) on a state root of its own. The same jobs run, fail and
     are skipped, and get the same params and run properties."""
-    if not AIRFLOW.exists():
-        unavailable(f"Airflow is not installed at {AIRFLOW} (bash .ci/test_tools.sh)")
-    home = tmp_path / "airflow"
-    (home / "dags").mkdir(parents=True)
+    home = airflow_home
     env = {**os.environ, "AIRFLOW_HOME": str(home), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags")}
-    subprocess.run([AIRFLOW, "db", "migrate"], env=env, check=True, capture_output=True)
     airflow_state = project.root / "airflow_state"
     deltamark = f"{sys.executable} -m framework"
     cli = [sys.executable, "-m", "framework", "--conf-dir", str(project.conf),
@@ -300,7 +295,7 @@ def test_the_airflow_export_decides_as_deltamark_in_a_real_airflow(project, tmp_
                 "workflow", "export", name, "--deltamark", deltamark, "--workdir",
                 str(project.root), "-o", str(home / "dags" / f"{name}.py")])
             assert exported.exit_code == 0, exported.output
-            subprocess.run([AIRFLOW, "dags", "test", name, "-c", json.dumps({"batch": "42"})],
+            subprocess.run([airflow, "dags", "test", name, "-c", json.dumps({"batch": "42"})],
                            env=env, capture_output=True, timeout=600)
             with sqlite3.connect(home / "airflow.db") as db:
                 theirs = {task: AIRFLOW_STATES.get(state, state) for task, state in db.execute(
@@ -313,7 +308,7 @@ def test_the_airflow_export_decides_as_deltamark_in_a_real_airflow(project, tmp_
         # the old export ran f here: Airflow's one_failed/all_failed fire on upstream_failed
         assert theirs["f"] == "SKIPPED" and theirs["b"] == "SKIPPED"
     finally:
-        subprocess.run([*cli, "server", "stop", "--all", "--now"], env=env,
+        subprocess.run([*cli, "server", "stop", "--now"], env=env, cwd=project.root,
                        capture_output=True)
 
 
@@ -370,11 +365,23 @@ def _dag_constants(source: str) -> dict:
 
 
 def test_the_example_pipeline_is_valid_and_exports():
+    """conf/workflows/orders_pipeline.yaml: ingest -> silver -> gold, hourly, gold given
+    silver's version; its export chains the same tasks with the same triggers."""
     from framework import load_settings
 
     workflow = load_workflow(load_settings(conf_dir="conf"), "orders_pipeline")
     assert list(workflow.jobs) == ["orders_ingest", "orders_silver", "orders_gold"]
-    ast.parse(airflow_dag(workflow))
+    source = airflow_dag(workflow)
+    ast.parse(source)
+    assert "schedule='15 * * * *'" in source and "max_active_runs=1" in source
+    assert "[task_orders_ingest] >> task_orders_silver" in source
+    assert "[task_orders_silver] >> task_orders_gold" in source
+    jobs = _dag_constants(source)["JOBS"]
+    assert [(job, [t["conditions"] for t in jobs[job]["triggers"]]) for job in jobs] == [
+        ("orders_ingest", [[]]), ("orders_silver", [[["orders_ingest", "SUCCEEDED"]]]),
+        ("orders_gold", [[["orders_silver", "SUCCEEDED"]]])]
+    assert jobs["orders_gold"]["triggers"][0]["args_from_properties"] == {
+        "silver_version": "silver_version"}
 
 
 GLUE_SCRIPT = """
