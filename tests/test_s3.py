@@ -124,17 +124,21 @@ def test_new_objects_are_read_without_a_request_each_before_the_read(bucket, spa
 
 
 def test_the_lease_on_s3_lets_exactly_one_of_two_processes_run(bucket, tmp_path):
-    state = f"{bucket}/state"
+    state, refused = f"{bucket}/state", tmp_path / "refused"
     holder = textwrap.dedent(f"""
-        import sys, time
+        import pathlib, sys, time
         from framework.errors import ConcurrentRunError
         from framework.lease import job_lease
+        refused = pathlib.Path({str(refused)!r})
         try:
             with job_lease({state!r}, "copy", sys.argv[1]):
                 print("HELD", flush=True)
-                time.sleep(4)
+                deadline = time.monotonic() + 60
+                while not refused.exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)  # held until the other process was refused
         except ConcurrentRunError as exc:
             print("REFUSED", exc, flush=True)
+            refused.touch()
     """)
     started = [subprocess.Popen([sys.executable, "-c", holder, f"run-{i}"],
                                 stdout=subprocess.PIPE, text=True) for i in range(2)]
