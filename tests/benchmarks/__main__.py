@@ -26,7 +26,7 @@ BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "increme
 #: files (at 100,000 its listings' fixed costs show), bench_noop's 10,000.
 CI_SIZES = {
     "DELTAMARK_BENCH_ROWS": "1500000",  # bench_delta_io (10 million; its 5% swings at 4 too)
-    "DELTAMARK_BENCH_CHANGED_ROWS": "2000000",  # bench_delta_changes (5 million; 1: 1.2x)
+    "DELTAMARK_BENCH_CHANGED_ROWS": "2000000",  # bench_delta_changes (5 million; at 1: 1.2x)
     "DELTAMARK_BENCH_STATE_SAMPLES": "20",  # bench_state_store (60 pairs a side)
     "DELTAMARK_BENCH_STATE_RUNS": "300",  # bench_state_size (10,000 runs)
     "DELTAMARK_BENCH_FILES": "10000",  # bench_incremental_files (10,000 and 50,000)
