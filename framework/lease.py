@@ -1,6 +1,6 @@
-"""One run of a job at a time: a lease per job under the state root.
+"""One run of a job at a time, and one tidy of a state table at a time: leases.
 
-The lease (``<state_root>/_leases/<job>.lock``) is held for the whole run and names its
+A job's lease (``<state_root>/_leases/<job>.lock``) is held for the whole run and names its
 holder (run id, pid, host, start time).
 
 - On a local state root it is an exclusive OS file lock. The kernel releases it when the
@@ -13,6 +13,10 @@ holder (run id, pid, host, start time).
   over (again conditionally, so of two contenders one wins); ``deltamark runs abort``
   takes over the lease of the run it aborts at once. A holder that ran on this machine (the
   same boot and process namespace) and whose process is gone is taken over at once too.
+
+A state table's upkeep lease (``<table>/_upkeep.lock``, the same two kinds) is held while a
+process compacts, checkpoints and vacuums the table; a process that finds it held leaves
+the tidy to its holder.
 """
 
 from __future__ import annotations
@@ -26,12 +30,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict, cast
+from typing import Any, Protocol, TypedDict, cast
 
 from framework import storage
 from framework.errors import ConcurrentRunError
 
-__all__ = ["LEASE_SECONDS", "LeaseHolder", "job_lease", "lease_holder"]
+__all__ = ["LEASE_SECONDS", "LeaseHolder", "job_lease", "lease_holder", "upkeep_lease"]
 
 log = logging.getLogger("deltamark.lease")
 
@@ -51,23 +55,42 @@ def job_lease(state_root: str | os.PathLike[str], job: str, run_id: str, *,
     Raises:
         ConcurrentRunError: another live run holds it; names that run.
     """
-    root = os.fspath(state_root)
-    if storage.is_local(root):
-        with _file_lease(storage.join(storage.local_path(root), "_leases", f"{job}.lock"),
-                         job, run_id):
-            yield
-    else:
-        with _ObjectLease(root, job).held(run_id, take_over_from):
-            yield
+    lease = _lease(storage.join(os.fspath(state_root), "_leases"), f"{job}.lock", job)
+    try:
+        lease.acquire(_holder(run_id), take_over_from)
+    except _Taken as taken:
+        raise ConcurrentRunError(job, taken.holder) from None
+    try:
+        yield
+    finally:
+        lease.release()
+
+
+@contextlib.contextmanager
+def upkeep_lease(table: str) -> Iterator[bool]:
+    """Whether this process may tidy the Delta table at ``table`` (a path or URI) now:
+    yields True while it holds the table's upkeep lease (``_upkeep.lock`` in the table's
+    directory, which Delta readers and VACUUM leave alone), False at once when another
+    process holds it. Two compactions at once would each add a copy of the same rows."""
+    lease = _lease(table, "_upkeep.lock", f"upkeep of {table}")
+    try:
+        lease.acquire(_holder(f"upkeep-{os.getpid()}"), None)
+    except _Taken:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lease.release()
 
 
 def lease_holder(state_root: str | os.PathLike[str], job: str) -> LeaseHolder | None:
     """Who holds ``job``'s lease now, or None when nobody does (or its lease expired)."""
-    root = os.fspath(state_root)
-    if not storage.is_local(root):
-        holder, _ = _ObjectLease(root, job).read()
+    directory = storage.join(os.fspath(state_root), "_leases")
+    if not storage.is_local(directory):
+        holder, _ = _ObjectLease(directory, f"{job}.lock", job).read()
         return None if holder is None or _expired(holder) or _gone(holder) else holder
-    path = storage.join(storage.local_path(root), "_leases", f"{job}.lock")
+    path = storage.join(storage.local_path(directory), f"{job}.lock")
     if not os.path.exists(path):
         return None
     fd = os.open(path, os.O_RDONLY)
@@ -123,33 +146,67 @@ def _gone(holder: LeaseHolder) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def _file_lease(path: str, job: str, run_id: str) -> Iterator[None]:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+class _Taken(Exception):  # noqa: N818 - an outcome of acquire, caught in this module
+    """Another live holder has the lease."""
+
+    def __init__(self, holder: LeaseHolder):
+        super().__init__(holder)
+        self.holder = holder
+
+
+class _Lease(Protocol):
+    def acquire(self, holder: LeaseHolder, take_over_from: str | None) -> None:
+        """Take the lease for ``holder``; raises ``_Taken`` naming who has it."""
+
+    def release(self) -> None:
+        """Let the lease go."""
+
+
+def _lease(directory: str, name: str, purpose: str) -> _Lease:
+    """Lease ``name`` in ``directory``: a file lock on a local disk, an object elsewhere."""
+    if storage.is_local(directory):
+        return _FileLease(storage.join(storage.local_path(directory), name))
+    return _ObjectLease(directory, name, purpose)
+
+
+class _FileLease:
+    """An exclusive OS lock on a file, which the kernel releases when its process ends."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self, holder: LeaseHolder, take_over_from: str | None) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConcurrentRunError(job, _parse(os.pread(fd, 4096, 0))) from None
+            found = _parse(os.pread(fd, 4096, 0))
+            os.close(fd)
+            raise _Taken(found) from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(_holder(run_id)).encode(), 0)
-        try:
-            yield
-        finally:
-            os.ftruncate(fd, 0)
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
 
 
 class _ObjectLease:
-    """A job's lease object on an object store."""
+    """A lease object on an object store, kept alive by a heartbeat while held."""
 
-    def __init__(self, state_root: str, job: str):
-        self.job = job
-        self.store = storage.object_store(storage.join(state_root, "_leases"))
-        self.key = f"{job}.lock"
+    def __init__(self, directory: str, name: str, purpose: str):
+        self.purpose = purpose
+        self.store = storage.object_store(directory)
+        self.key = name
+        self.tag: str | None = None
+        self.stop = threading.Event()
+        self.beating: threading.Thread | None = None
 
     def read(self) -> tuple[LeaseHolder | None, str | None]:
         """The holder and the object's ETag, or (None, None) when there is no lease."""
@@ -162,39 +219,36 @@ class _ObjectLease:
             return None, None
         return _parse(bytes(found.bytes())), found.meta["e_tag"]
 
-    @contextlib.contextmanager
-    def held(self, run_id: str, take_over_from: str | None) -> Iterator[None]:
+    def acquire(self, holder: LeaseHolder, take_over_from: str | None) -> None:
+        self.tag = self._take(holder, take_over_from)
+        self.beating = threading.Thread(target=self._heartbeat, args=(holder,),
+                                        name=f"lease {self.key}", daemon=True)
+        self.beating.start()
+
+    def release(self) -> None:
         import obstore
+
+        self.stop.set()
+        if self.beating is not None:
+            self.beating.join()
+        with contextlib.suppress(Exception):  # an expired lease is released anyway
+            if self.read()[1] == self.tag:
+                obstore.delete(self.store, self.key)
+
+    def _heartbeat(self, holder: LeaseHolder) -> None:
         from obstore.exceptions import PreconditionError
 
-        holder = _holder(run_id)
-        tag = self._acquire(holder, take_over_from)
-        stop = threading.Event()
+        while not self.stop.wait(LEASE_SECONDS / 3):
+            try:
+                self.tag = self._put(holder, {"e_tag": self.tag})
+            except PreconditionError:
+                log.error("%s: %s lost its lease (it expired and another process took it "
+                          "over)", self.purpose, holder.get("run_id"))
+                return
+            except Exception as exc:  # noqa: BLE001 - a network blip: the next beat tries again
+                log.warning("%s: lease heartbeat failed (%s)", self.purpose, exc)
 
-        def heartbeat() -> None:
-            nonlocal tag
-            while not stop.wait(LEASE_SECONDS / 3):
-                try:
-                    tag = self._put(holder, {"e_tag": tag})
-                except PreconditionError:
-                    log.error("job %s: run %s lost its lease (it expired and another run took "
-                              "it over)", self.job, run_id)
-                    return
-                except Exception as exc:  # noqa: BLE001 - a network blip: the next beat tries again
-                    log.warning("job %s: lease heartbeat failed (%s)", self.job, exc)
-
-        beating = threading.Thread(target=heartbeat, name=f"lease {self.job}", daemon=True)
-        beating.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            beating.join()
-            with contextlib.suppress(Exception):  # an expired lease is released anyway
-                if self.read()[1] == tag:
-                    obstore.delete(self.store, self.key)
-
-    def _acquire(self, holder: LeaseHolder, take_over_from: str | None) -> str | None:
+    def _take(self, holder: LeaseHolder, take_over_from: str | None) -> str | None:
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
         try:
@@ -204,11 +258,11 @@ class _ObjectLease:
         current, tag = self.read()
         if current is not None and not _expired(current) and not _gone(current) and \
                 current.get("run_id") != take_over_from:
-            raise ConcurrentRunError(self.job, current)
+            raise _Taken(current)
         try:  # expired, dead, or the operator's: take it over unless someone just did
             return self._put(holder, {"e_tag": tag} if tag else "create")
         except (AlreadyExistsError, PreconditionError):
-            raise ConcurrentRunError(self.job, self.read()[0] or {}) from None
+            raise _Taken(self.read()[0] or {}) from None
 
     def _put(self, holder: LeaseHolder, mode: Any) -> str | None:
         import obstore

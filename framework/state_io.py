@@ -64,8 +64,8 @@ class DeltaTableIO:
     def exists(self, path: str) -> bool:
         return log.is_table(path)
 
-    def tidy(self, path: str) -> None:
-        log.tidy(path, self.upkeep)
+    def tidy(self, path: str) -> int:
+        return log.tidy(path, self.upkeep)
 
     def footprint(self, path: str) -> tuple[int, int]:
         return storage.footprint(path)

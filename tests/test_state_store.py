@@ -10,7 +10,9 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
+from framework.cli import app
 from framework.delta import log
 from framework.errors import DeltamarkError, StateSchemaError
 from framework.state_io import MAINTENANCE_EVERY, open_store
@@ -511,3 +513,84 @@ def test_a_state_this_deltamark_cannot_read_is_refused_in_one_line_and_shown_raw
         decode("delta", {**STORED_STATES["delta"], "state_version": "x"})
     assert describe("delta", STORED_STATES["delta"])[1] == (
         "processed up to", "version 7 (the next run reads the versions after it)")
+
+
+def test_many_processes_committing_and_tidying_at_once_never_lose_or_double_a_row(tmp_path):
+    """Eight processes record 20 runs each on one state root at once: every run lands (no
+    commit gives up after delta-rs's 15 rebases), and the tidies that fall due every
+    ``MAINTENANCE_EVERY`` versions run one at a time, so no compaction adds a second copy
+    of rows another compaction already moved (before the upkeep lease, two did)."""
+    root = str(tmp_path / "state")
+    writer = (
+        "import sys, datetime as dt\n"
+        "from framework.state_io import open_store\n"
+        "from state_tables.model import Run\n"
+        "store = open_store(sys.argv[1])\n"
+        "for seq in range(1, 21):\n"
+        "    store.record_run(Run(job=sys.argv[2], run_id=f'{sys.argv[2]}-{seq}', run_seq=seq,\n"
+        "        status='succeeded', mode='enable', started_at=dt.datetime.now(dt.UTC)))\n")
+    writers = [subprocess.Popen([sys.executable, "-c", writer, root, f"job{i}"],
+                                stderr=subprocess.PIPE, text=True) for i in range(8)]
+    for process in writers:
+        assert process.wait(timeout=300) == 0, process.stderr.read()[-2000:]
+    rows = log.read_rows(os.path.join(root, "runs"), columns=["job", "run_seq"])
+    recorded = sorted(zip(rows["job"].to_pylist(), rows["run_seq"].to_pylist(), strict=True))
+    assert recorded == [(f"job{i}", seq) for i in range(8) for seq in range(1, 21)]
+    history = log.history(os.path.join(root, "runs"))
+    assert sum(c.operation == "OPTIMIZE" for c in history) >= 3  # tidies ran meanwhile
+
+
+def test_vacuum_removes_the_copies_two_tidies_at_once_left(tmp_path, monkeypatch):
+    """A state root where two compactions at once each added a copy of the same rows (what
+    delta-rs's conflict checker lets through): ``tidy`` (``deltamark state vacuum``)
+    removes every copy, keeps every row once and says how many it removed."""
+    from deltalake import DeltaTable
+
+    store = open_store(tmp_path / "state")
+    for seq in range(1, 6):
+        store.record_run(run("a", seq))
+    path = store.path(RUNS)
+    first, second = DeltaTable(path), DeltaTable(path)  # two processes' snapshots
+    first.optimize.compact()
+    second.optimize.compact()
+    assert len(log.read_rows(path)) == 10  # each row twice
+    store.record_run(run("a", 6))  # a row appended after the copies: kept
+    store.record_bookmarks([mark("a", "src", 6)])
+
+    vacuum = CliRunner().invoke(app, ["--conf-dir", str(tmp_path / "no-conf"), "--state-root",
+                                      str(tmp_path / "state"), "state", "vacuum"])
+    assert vacuum.exit_code == 0, vacuum.output
+    assert "removed 5 duplicated row(s)" in next(
+        line for line in vacuum.output.splitlines() if line.startswith("runs:"))
+    assert "duplicated" not in vacuum.output.replace(
+        "removed 5 duplicated row(s)", "", 1)  # from runs only
+    assert sorted(r["run_seq"] for r in python_rows(log.read_rows(path))) == [1, 2, 3, 4, 5, 6]
+    assert [r.run_seq for r in store.runs("a")] == [1, 2, 3, 4, 5, 6]
+    assert all(size.copies_removed == 0 for size in store.tidy())
+
+
+def test_a_state_commit_that_keeps_losing_fails_in_one_line_naming_the_table(
+        tmp_path, monkeypatch):
+    """A commit that other writers beat every time, until its patience runs out, fails
+    with one line naming the table and what to do; it wrote nothing."""
+    from deltalake.exceptions import CommitFailedError
+
+    store = open_store(tmp_path / "state")
+    store.record_run(run("a", 1))
+    tries = []
+
+    def always_beaten(*_args, **_kwargs):
+        tries.append(time.monotonic())
+        raise CommitFailedError("Failed to commit transaction: 15")
+
+    monkeypatch.setattr(log, "write_deltalake", always_beaten)
+    monkeypatch.setattr(log, "COMMIT_PATIENCE_SECONDS", 1.0)
+    with pytest.raises(DeltamarkError) as failed:
+        store.record_run(run("a", 2))
+    message = str(failed.value)
+    assert "\n" not in message
+    assert store.path(RUNS) in message and "nothing of this commit was written" in message
+    assert "Run again" in message
+    assert len(tries) >= 4 and tries[-1] - tries[0] < 1.5  # paused in between, then gave up
+    monkeypatch.undo()
+    assert [r.run_seq for r in store.runs("a")] == [1]

@@ -41,13 +41,18 @@ def repair(
 def vacuum(ctx: typer.Context) -> None:
     """Tidy the state tables now: compact and checkpoint them, and delete the files and log
     entries no current read has needed for state_retention_hours (conf; default 1). Runs
-    do the same every 10 versions of a table. Rewinds never need what it deletes."""
+    do the same every 10 versions of a table. Rewinds never need what it deletes.
+
+    Also removes rows that repeat another row exactly (left by two tidies at once before
+    tidies took a lease), and says how many."""
     with library_errors(ctx):
         sizes = options(ctx).store().tidy()
         retention_hours = options(ctx).settings().state_retention_hours
     for size in sizes:
         (files, before), (left, after) = size.before, size.after
+        copies = f"; removed {size.copies_removed} duplicated row(s)" \
+            if size.copies_removed else ""
         typer.echo(f"{size.table}: {files} files, {before / 1e6:.2f} MB -> {left} files, "
-                   f"{after / 1e6:.2f} MB")
+                   f"{after / 1e6:.2f} MB{copies}")
     typer.echo(f"Files unneeded for less than {retention_hours} hour(s) "
                "(state_retention_hours) stay until then.")

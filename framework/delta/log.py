@@ -9,11 +9,14 @@ half the time (delta-rs issue 2184). Rows are read with pyarrow from the snapsho
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
+import random
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,12 +40,13 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from framework import errors, storage
+from framework import errors, lease, storage
 from state_tables.rows import empty_rows, mask
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "COMMIT_PATIENCE_SECONDS",
     "Added",
     "AppTransaction",
     "Commit",
@@ -718,46 +722,127 @@ def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
                 txn: AppTransaction | None = None) -> int:
     """Append an Arrow table in one commit (creating the table); returns the new version.
 
-    With ``upkeep``, the table is tidied every ``upkeep.compact_every`` versions, so reads
-    of a table that gains a file per run do not grow with its history.
+    Many processes may append at once: a commit that loses the race to other writers
+    more often than delta-rs retries is tried again after a jittered pause, until
+    ``COMMIT_PATIENCE_SECONDS``. With ``upkeep``, the table is tidied every
+    ``upkeep.compact_every`` versions (by one process at a time: ``lease.upkeep_lease``),
+    so reads of a table that gains a file per run do not grow with its history.
+
+    Raises:
+        WriteConflictError: other writers kept winning for ``COMMIT_PATIENCE_SECONDS``;
+            nothing of these rows was committed.
     """
     if not is_table(path) and _created(path, lambda: write_deltalake(
             path, rows, mode="append", storage_options=storage.delta_options(path),
             configuration=upkeep.properties() if upkeep else None,
             commit_properties=_commit_properties(txn, user_metadata, retries=0))):
         return 0
-    table = _open(path)
-    # Writing through the open table (not the path) saves a log replay: ~3 ms, not ~13.
-    write_deltalake(table, rows, mode="append", schema_mode="merge",
-                    commit_properties=_commit_properties(txn, user_metadata),
-                    post_commithook_properties=_TIDIED if upkeep else None)
-    version = table.version()
+    version = _patiently(path, lambda table: write_deltalake(
+        # through the open table (not the path): that saves a log replay, ~3 ms, not ~13
+        table, rows, mode="append", schema_mode="merge",
+        commit_properties=_commit_properties(txn, user_metadata),
+        post_commithook_properties=_TIDIED if upkeep else None))
     if upkeep and version % upkeep.compact_every == 0:
-        try:
-            _tidy(table, upkeep, deep=version % upkeep.compact_every ** 2 == 0)
-        except (DeltaError, OSError) as exc:  # the rows are committed; the next tidy retries
-            logger.warning("%s: tidying the table failed, left for later: %s", path,
-                           _first_line(exc))
+        with lease.upkeep_lease(path) as mine:
+            if mine:  # else another process is tidying it right now
+                try:
+                    _tidy(_open(path), upkeep, deep=version % upkeep.compact_every ** 2 == 0)
+                except (DeltaError, OSError) as exc:  # the rows are committed; the next tidy
+                    logger.warning("%s: tidying the table failed, left for later: %s", path,
+                                   _first_line(exc))
     return version
+
+
+#: How long a commit to a table that many processes write at once keeps trying before it
+#: fails: delta-rs rebases it on each newer version up to 15 times, then deltamark pauses
+#: (a random part of a pause that doubles up to 2 s, so that contenders spread out) and
+#: tries again.
+COMMIT_PATIENCE_SECONDS = 300.0
+
+
+def _patiently(path: str, commit: Callable[[DeltaTable], object]) -> int:
+    """Run ``commit`` on the table's latest version until it lands; its new version."""
+    deadline = time.monotonic() + COMMIT_PATIENCE_SECONDS
+    pause, attempts = 0.05, 0
+    while True:
+        table = _open(path)
+        attempts += 1
+        try:
+            commit(table)
+            return table.version()
+        except CommitFailedError as exc:
+            if time.monotonic() + pause > deadline:
+                raise errors.WriteConflictError(path, (
+                    f"other processes' commits kept winning for {COMMIT_PATIENCE_SECONDS:.0f} "
+                    f"s ({attempts} tries: {_first_line(exc)}); nothing of this commit was "
+                    "written. Run again (a run recovers the one before it), or start fewer "
+                    "runs at once on this state root.")) from exc
+            time.sleep(random.uniform(0, pause))
+            pause = min(2 * pause, 2.0)
 
 
 #: a tidied table's commits leave checkpoints and log cleanup to its tidying
 _TIDIED = PostCommitHookProperties(create_checkpoint=False, cleanup_expired_logs=False)
 
 
-def tidy(path: str, upkeep: Upkeep) -> None:
-    """Tidy a table now, as ``append_rows`` does every ``upkeep.compact_every`` versions.
+def tidy(path: str, upkeep: Upkeep) -> int:
+    """Tidy a table now, as ``append_rows`` does every ``upkeep.compact_every`` versions,
+    once no other process is tidying it (``lease.upkeep_lease``); first remove the rows
+    that repeat another row exactly (two compactions at once, before deltamark held this
+    lease, each added a copy of the same rows). Returns how many rows it removed.
 
     Raises:
-        DeltaTableError: delta-rs refused (e.g. another process tidied it at once).
+        DeltaTableError: delta-rs refused.
     """
     if not is_table(path):
-        return
+        return 0
     try:
-        _tidy(_open(path), upkeep, deep=True)
+        with _upkeep_held(path):
+            removed = _drop_copies(path)
+            _tidy(_open(path), upkeep, deep=True)
     except DeltaError as exc:
         raise errors.DeltaTableError(path, f"tidying it failed ({_first_line(exc)}); nothing "
                                      "was lost. Try again.") from exc
+    return removed
+
+
+def _drop_copies(path: str) -> int:
+    """Rewrite the table without the rows that repeat an earlier row exactly, keeping the
+    order of the rest; how many went. Rows other processes append meanwhile are kept: the
+    rewrite removes only the files of the version it read."""
+    removed = 0
+
+    def rewrite(table: DeltaTable) -> None:
+        nonlocal removed
+        rows = read_rows(path, version=table.version())
+        assert rows is not None  # is_table(path) held
+        numbered = rows.append_column("_row", pa.array(range(len(rows)), pa.int64()))
+        first = numbered.group_by(rows.column_names, use_threads=False).aggregate(
+            [("_row", "min")])["_row_min"]
+        removed = len(rows) - len(first)
+        if removed:
+            write_deltalake(table, rows.take(pc.sort_indices(first)), mode="overwrite",
+                            commit_properties=_commit_properties(None, {"removed_copies": removed}),
+                            post_commithook_properties=_TIDIED)
+
+    _patiently(path, rewrite)
+    return removed
+
+
+@contextlib.contextmanager
+def _upkeep_held(path: str, *, wait_seconds: float = 60.0) -> Iterator[None]:
+    """Hold the table's upkeep lease, waiting for another process's tidy to end."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        with lease.upkeep_lease(path) as mine:
+            if mine:
+                yield
+                return
+        if time.monotonic() > deadline:
+            raise errors.DeltaTableError(path, (
+                f"another process has been tidying it for over {wait_seconds:.0f} s "
+                f"(its upkeep lease, {storage.join(path, '_upkeep.lock')}); try again later"))
+        time.sleep(0.2)
 
 
 def _tidy(table: DeltaTable, upkeep: Upkeep, *, deep: bool) -> None:
