@@ -32,7 +32,7 @@ from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
 from framework.sources import files
-from framework.state_io import open_store
+from framework.state_io import open_store, settings_store
 from framework.target_runs import discard_unlanded, landed_targets, runs_in
 from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, Watermark
 from state_tables.store import StateStore
@@ -124,8 +124,7 @@ def abort_run(settings: Settings, run_id: str) -> Run:
             run completes it).
         ConcurrentRunError: its process (or another run of the job) holds the lease.
     """
-    store = open_store(settings.state_root,
-                       retention_hours=settings.state_retention_hours)
+    store = settings_store(settings)
     run = store.find_run(run_id)
     if run is None:
         raise RunNotFoundError(run_id)
@@ -158,8 +157,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
     Raises:
         RewindError: unknown or uncommitted run; foreign commits in a target.
     """
-    store = open_store(settings.state_root,
-                       retention_hours=settings.state_retention_hours)
+    store = settings_store(settings)
     with job_lease(settings.state_root, job, f"rewind to {to_run}"):
         _require_context(store, job, context)
         runs = store.runs(job)
@@ -185,8 +183,7 @@ def rewind(settings: Settings, job: str, *, to_run: str, context: str | None = N
 
 def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind:
     """Make the next run start from nothing (one context, or all of the job's)."""
-    store = open_store(settings.state_root,
-                       retention_hours=settings.state_retention_hours)
+    store = settings_store(settings)
     require_job(settings, job)
     with job_lease(settings.state_root, job, "reset"):
         _require_context(store, job, context)
@@ -265,8 +262,7 @@ def repair(settings: Settings, job: str, *, targets: Sequence[str] = ()) -> Repa
         RepairError: two runs with one run_seq, or a run whose record cannot be rebuilt;
             nothing was recorded.
     """
-    store = open_store(settings.state_root,
-                       retention_hours=settings.state_retention_hours)
+    store = settings_store(settings)
     with job_lease(settings.state_root, job, "repair"):
         last = store.last_run(job)
         searched = tuple(dict.fromkeys([*store.written_targets(job), *targets]))

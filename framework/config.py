@@ -24,6 +24,8 @@ __all__ = ["CatalogTable", "DeltaMode", "Settings", "SparkSettings",
 
 DeltaMode = Literal["auto", "native", "embedded"]
 STATE_RETENTION_HOURS = 1
+#: how long a state commit keeps trying against other processes' commits (seconds)
+STATE_COMMIT_TIMEOUT_SECONDS = 600
 
 SETTINGS_FILE = "deltamark.yaml"
 LOCAL_FILE = "local.yaml"
@@ -77,6 +79,9 @@ class Settings:
     #: how long the state tables keep files and log entries no current read needs (for
     #: readers and writers in flight; rewinds do not need them)
     state_retention_hours: int = STATE_RETENTION_HOURS
+    #: how long a state commit keeps trying when other processes' commits to the same
+    #: table keep winning (many jobs at once) before the run fails
+    state_commit_timeout_seconds: int = STATE_COMMIT_TIMEOUT_SECONDS
     delta: DeltaMode = "auto"
     spark: SparkSettings = field(default_factory=SparkSettings)
     #: database connections by name: url, user, password, driver, properties. Values may
@@ -158,7 +163,8 @@ def unknown_keys(mapping: Mapping[str, Any], known: Sequence[str], where: str = 
 def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     problems: list[str] = []
     problems += unknown_keys(
-        raw, sorted(("state_root", "state_retention_hours", "delta", "spark", "connections",
+        raw, sorted(("state_root", "state_retention_hours", "state_commit_timeout_seconds",
+                     "delta", "spark", "connections",
                      "buckets", "catalog", "lineage")))
 
     delta = raw.get("delta", "auto")
@@ -174,6 +180,11 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
         problems.append(f"state_retention_hours: '{retention}' is not a whole number of "
                         "hours, 1 or more (reads and commits of other runs in flight need "
                         "the files that long)")
+
+    patience = raw.get("state_commit_timeout_seconds", STATE_COMMIT_TIMEOUT_SECONDS)
+    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        problems.append(f"state_commit_timeout_seconds: '{patience}' is not a whole number "
+                        "of seconds, 1 or more")
 
     spark_raw = raw.get("spark") or {}
     spark = SparkSettings()
@@ -224,7 +235,8 @@ def _parse(raw: Mapping[str, Any], *, source: str, conf_dir: Path) -> Settings:
     if problems:
         raise ConfigError(source, problems)
     return Settings(conf_dir=conf_dir, state_root=state_root,
-                    state_retention_hours=retention, delta=delta, spark=spark,
+                    state_retention_hours=retention, state_commit_timeout_seconds=patience,
+                    delta=delta, spark=spark,
                     connections={str(k): dict(v) for k, v in connections.items()},
                     buckets=buckets, catalog=catalog, lineage_namespace=namespace)
 

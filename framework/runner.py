@@ -61,7 +61,7 @@ from framework.sinks import jdbc as jdbc_sink
 from framework.sources.bookmark_codec import decode
 from framework.sources.files import ListedFile
 from framework.sources.listed_reads import release_manifests
-from framework.state_io import open_store
+from framework.state_io import settings_store
 from framework.target_runs import (
     attempted_targets,
     check_state_knows,
@@ -171,8 +171,7 @@ def run_job(
         bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, from_run=bookmark_from,
                                     to_run=bookmark_to)
-    store = open_store(settings.state_root,
-                       retention_hours=settings.state_retention_hours)
+    store = settings_store(settings)
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
     params = {**spec.params, **(args or {})}
     workflow = workflow or WorkflowRun()

@@ -43,15 +43,17 @@ def test_a_spark_connect_server_is_named_in_conf_or_by_spark_remote(tmp_path, mo
 def test_every_problem_is_reported_at_once_naming_the_file(tmp_path):
     (tmp_path / "deltamark.yaml").write_text(
         "delta: sometimes\nstate_rot: x\nspark:\n  masterr: y\n  conf: [1]\n"
-        "state_retention_hours: 1h\ncatalog: {sales: {location: x}, sales.orders: "
+        "state_retention_hours: 1h\nstate_commit_timeout_seconds: -5\n"
+        "catalog: {sales: {location: x}, sales.orders: "
         "{location: /data, format: excel, partitions: [day]}}\n")
     with pytest.raises(ConfigError) as error:
         load_settings(conf_dir=tmp_path)
     assert error.value.path == str(tmp_path / "deltamark.yaml")
-    assert len(error.value.problems) == 8
+    assert len(error.value.problems) == 9
     message = str(error.value)
     for fragment in ("delta: 'sometimes'", "'state_rot'", "'spark.masterr'", "spark.conf",
                      "state_retention_hours: '1h' is not a whole number of hours",
+                     "state_commit_timeout_seconds: '-5' is not a whole number of seconds",
                      "catalog.sales: name a table as database.table",
                      "unknown key 'catalog.sales.orders.partitions'",
                      "catalog.sales.orders.format: 'excel' is not one of delta, json"):

@@ -17,7 +17,7 @@ from framework import humanize
 from framework.admin import no_state
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError
-from framework.state_io import open_store
+from framework.state_io import settings_store
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class CliOptions:
         settings = self.settings()
         if note := no_state(settings):
             typer.echo(note, err=True)
-        return open_store(settings.state_root, retention_hours=settings.state_retention_hours)
+        return settings_store(settings)
 
 
 def options(ctx: typer.Context) -> CliOptions:

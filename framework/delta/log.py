@@ -41,12 +41,12 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from framework import errors, lease, storage
+from framework.config import STATE_COMMIT_TIMEOUT_SECONDS
 from state_tables.rows import empty_rows, mask
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "COMMIT_PATIENCE_SECONDS",
     "Added",
     "AppTransaction",
     "Commit",
@@ -719,50 +719,54 @@ class Upkeep:
 
 def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
                 user_metadata: Mapping[str, Any] | None = None,
-                txn: AppTransaction | None = None) -> int:
+                txn: AppTransaction | None = None,
+                timeout_seconds: float = STATE_COMMIT_TIMEOUT_SECONDS) -> int:
     """Append an Arrow table in one commit (creating the table); returns the new version.
 
     Many processes may append at once: a commit that loses the race to other writers
-    more often than delta-rs retries is tried again after a jittered pause, until
-    ``COMMIT_PATIENCE_SECONDS``. With ``upkeep``, the table is tidied every
+    more often than delta-rs retries is tried again after a jittered pause, for up to
+    ``timeout_seconds``. With ``upkeep``, the table is tidied every
     ``upkeep.compact_every`` versions (by one process at a time: ``lease.upkeep_lease``),
     so reads of a table that gains a file per run do not grow with its history.
 
     Raises:
-        WriteConflictError: other writers kept winning for ``COMMIT_PATIENCE_SECONDS``;
-            nothing of these rows was committed.
+        WriteConflictError: other writers kept winning for ``timeout_seconds``; nothing
+            of these rows was committed.
     """
     if not is_table(path) and _created(path, lambda: write_deltalake(
             path, rows, mode="append", storage_options=storage.delta_options(path),
             configuration=upkeep.properties() if upkeep else None,
             commit_properties=_commit_properties(txn, user_metadata, retries=0))):
         return 0
-    version = _patiently(path, lambda table: write_deltalake(
+    version = _patiently(path, timeout_seconds, lambda table: write_deltalake(
         # through the open table (not the path): that saves a log replay, ~3 ms, not ~13
         table, rows, mode="append", schema_mode="merge",
         commit_properties=_commit_properties(txn, user_metadata),
         post_commithook_properties=_TIDIED if upkeep else None))
     if upkeep and version % upkeep.compact_every == 0:
-        with lease.upkeep_lease(path) as mine:
-            if mine:  # else another process is tidying it right now
-                try:
-                    _tidy(_open(path), upkeep, deep=version % upkeep.compact_every ** 2 == 0)
-                except (DeltaError, OSError) as exc:  # the rows are committed; the next tidy
-                    logger.warning("%s: tidying the table failed, left for later: %s", path,
-                                   _first_line(exc))
+        _tidy_unless_busy(path, upkeep, deep=version % upkeep.compact_every ** 2 == 0)
     return version
 
 
-#: How long a commit to a table that many processes write at once keeps trying before it
-#: fails: delta-rs rebases it on each newer version up to 15 times, then deltamark pauses
-#: (a random part of a pause that doubles up to 2 s, so that contenders spread out) and
-#: tries again.
-COMMIT_PATIENCE_SECONDS = 300.0
+def _tidy_unless_busy(path: str, upkeep: Upkeep, *, deep: bool) -> None:
+    """Tidy the table unless another process holds its upkeep lease (it is tidying it).
+    Never fails: the rows are committed, and a tidy left undone falls due again."""
+    try:
+        with lease.upkeep_lease(path) as mine:
+            if mine:
+                _tidy(_open(path), upkeep, deep=deep)
+    except Exception as exc:  # noqa: BLE001 - delta-rs's, the lease's storage's: all wait
+        logger.warning("%s: tidying the table failed, left for later: %s", path,
+                       _first_line(exc))
 
 
-def _patiently(path: str, commit: Callable[[DeltaTable], object]) -> int:
-    """Run ``commit`` on the table's latest version until it lands; its new version."""
-    deadline = time.monotonic() + COMMIT_PATIENCE_SECONDS
+def _patiently(path: str, timeout_seconds: float, commit: Callable[[DeltaTable], object]
+               ) -> int:
+    """Run ``commit`` on the table's latest version until it lands; its new version.
+    delta-rs rebases a commit on each newer version up to 15 times; past that, this
+    pauses (a random part of a pause that doubles up to 2 s, so that contenders spread
+    out) and tries again, for up to ``timeout_seconds``."""
+    deadline = time.monotonic() + timeout_seconds
     pause, attempts = 0.05, 0
     while True:
         table = _open(path)
@@ -773,7 +777,7 @@ def _patiently(path: str, commit: Callable[[DeltaTable], object]) -> int:
         except CommitFailedError as exc:
             if time.monotonic() + pause > deadline:
                 raise errors.WriteConflictError(path, (
-                    f"other processes' commits kept winning for {COMMIT_PATIENCE_SECONDS:.0f} "
+                    f"other processes' commits kept winning for {timeout_seconds:.0f} "
                     f"s ({attempts} tries: {_first_line(exc)}); nothing of this commit was "
                     "written. Run again (a run recovers the one before it), or start fewer "
                     "runs at once on this state root.")) from exc
@@ -825,7 +829,7 @@ def _drop_copies(path: str) -> int:
                             commit_properties=_commit_properties(None, {"removed_copies": removed}),
                             post_commithook_properties=_TIDIED)
 
-    _patiently(path, rewrite)
+    _patiently(path, STATE_COMMIT_TIMEOUT_SECONDS, rewrite)
     return removed
 
 

@@ -33,7 +33,7 @@ from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
 from framework.lineage import Lineage, Parent, parent_env
 from framework.server import CommandProcess, Launcher, launcher
-from framework.state_io import open_store
+from framework.state_io import open_store, settings_store
 from framework.workflows import control
 from framework.workflows.definition import Trigger, Workflow, load_workflow
 from framework.workflows.history import WorkflowRunSummary, summarize
@@ -159,8 +159,7 @@ class _Run:
     def __init__(self, settings: Settings, workflow: Workflow, properties: Mapping[str, str],
                  *, reused: Sequence[WorkflowNode] = (), resumed_from: str | None = None):
         self.settings, self.workflow = settings, workflow
-        self.store = open_store(settings.state_root,
-                                retention_hours=settings.state_retention_hours)
+        self.store = settings_store(settings)
         self.id = uuid.uuid4().hex
         self.properties = dict(properties)
         self.resumed_from = resumed_from

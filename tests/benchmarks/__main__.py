@@ -1,7 +1,7 @@
 """Run the benchmarks, each in its own process (its own Spark session and JVM):
 
     python -m tests.benchmarks [--ci] [delta_io] [delta_changes] [state_store] [state_size]
-                               [incremental_files] [files_scale] [s3_files] [noop]
+                               [state_load] [incremental_files] [files_scale] [s3_files] [noop]
                                [workflow] [jdbc] [relationalize] [quality] [ui]
                                [iceberg_source] [connect_files]
 
@@ -16,9 +16,9 @@ import subprocess
 import sys
 import time
 
-BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "incremental_files",
-              "files_scale", "s3_files", "noop", "workflow", "jdbc", "relationalize", "quality",
-              "ui", "iceberg_source", "connect_files")
+BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "state_load",
+              "incremental_files", "files_scale", "s3_files", "noop", "workflow", "jdbc",
+              "relationalize", "quality", "ui", "iceberg_source", "connect_files")
 
 #: CI's sizes (in brackets, the full ones; then what a size showed).
 #: Kept: bench_jdbc's and bench_iceberg_source's tables (5 and 10 million rows: at 2 and 4
@@ -29,6 +29,7 @@ CI_SIZES = {
     "DELTAMARK_BENCH_CHANGED_ROWS": "2000000",  # bench_delta_changes (5 million; at 1: 1.2x)
     "DELTAMARK_BENCH_STATE_SAMPLES": "20",  # bench_state_store (60 pairs a side)
     "DELTAMARK_BENCH_STATE_RUNS": "300",  # bench_state_size (10,000 runs)
+    "DELTAMARK_BENCH_LOAD_JOBS": "50", "DELTAMARK_BENCH_LOAD_REAL": "2",  # (200 and 6)
     "DELTAMARK_BENCH_FILES": "10000",  # bench_incremental_files (10,000 and 50,000)
     "DELTAMARK_BENCH_SCALE_FILES": "200000",  # bench_files_scale (a million)
     "DELTAMARK_BENCH_S3_NEW_OBJECTS": "300",  # bench_s3_files (1,000 a run)
