@@ -10,7 +10,8 @@ Spark Connect (SPARK_REMOTE naming a port where no server listens: a run that se
 server a request would fail) is timed beside them, and so are read-only commands on the
 same state (runs list, bookmarks show, sql); target < 1 s each.
 
-DELTAMARK_BENCH_NOOP_FILES sets N (default 10,000).
+DELTAMARK_BENCH_NOOP_FILES sets N (default 10,000), DELTAMARK_BENCH_NOOP_ROUNDS the rounds
+(default 3).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from tests.benchmarks.bench_incremental_files import land_local
 from tests.connect import free_port
 
 TARGET = 0.2
-ROUNDS = 3
+ROUNDS = int(os.environ.get("DELTAMARK_BENCH_NOOP_ROUNDS", 3))
 
 
 def stream(landing: str, checkpoint: str, target: str) -> None:

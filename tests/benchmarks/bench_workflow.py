@@ -9,7 +9,8 @@ workflow on a server of its own (its JVM starts with the run, cold each time, so
 once: its project's first run, on the last round's batch).
 
 DELTAMARK_BENCH_WORKFLOW_ORDERS sets the orders per batch (default 1,000);
-DELTAMARK_BENCH_WORKFLOW_COLD=0 leaves out the cold reference (it has no target).
+DELTAMARK_BENCH_WORKFLOW_COLD=0 leaves out the cold reference (it has no target);
+DELTAMARK_BENCH_WORKFLOW_ROUNDS sets the rounds (default 3).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 TARGET = 1.5
-ROUNDS = 3
+ROUNDS = int(os.environ.get("DELTAMARK_BENCH_WORKFLOW_ROUNDS", 3))
 JOBS = ("orders_ingest", "orders_silver", "orders_gold")
 CONF = Path(__file__).resolve().parents[2] / "conf"
 DELTAMARK = [sys.executable, "-m", "framework", "--conf-dir", "conf"]
