@@ -166,22 +166,25 @@ def main() -> None:
     jobs = int(os.environ.get("DELTAMARK_BENCH_LOAD_JOBS", 200))
     real = int(os.environ.get("DELTAMARK_BENCH_LOAD_REAL", 6))
     skips = jobs - real
+    wanted = os.environ.get("DELTAMARK_BENCH_LOAD_ON", "local,s3").split(",")
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-load-"))
-    server = S3Server()
-    os.environ.update(server.environment)
+    server = S3Server() if "s3" in wanted else None
+    if server:
+        os.environ.update(server.environment)
     python = sys.executable
     conf = str(scratch / "conf")
     results = []
     try:
         places = project(scratch, skips, real)
         _timed([python, "-m", "tests.benchmarks.bench_state_load", "seed", conf, str(skips)])
-        local_root = str(scratch / "state")
-        s3_root = f"{server.bucket()}/state"
-        _copy_tree(local_root, s3_root)
-        wanted = os.environ.get("DELTAMARK_BENCH_LOAD_ON", "local,s3").split(",")
-        for place, root in zip(places, (local_root, s3_root), strict=True):
+        roots = {"local": str(scratch / "state")}
+        if server:
+            roots["s3"] = f"{server.bucket()}/state"
+            _copy_tree(roots["local"], roots["s3"])
+        for place in places:
             if place not in wanted:
                 continue
+            root = roots[place]
             run = [python, "-m", "framework", "--conf-dir", conf, "--state-root", root, "run"]
             lone_wall, out = _timed([*run, "skip_1", "--json"])
             lone = json.loads(out)["seconds"]
@@ -208,7 +211,8 @@ def main() -> None:
                             _percentile(skipped, 50), _percentile(skipped, 95), lone,
                             lone_wall, doubled_rows(root)))
     finally:
-        server.stop()
+        if server:
+            server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
     print(f"\nbench_state_load: {jobs} jobs started at once on one state root ({skips} "
