@@ -1,7 +1,8 @@
 """Incremental jobs on a standalone Spark cluster (a master and two workers on 127.0.0.1)
 with their landing files, target and state on S3: the executors, in JVMs of their own,
-read and write the data; the driver (client mode) plans and commits. One test per way of
-starting a run (``deltamark run``, ``spark-submit``), each on one Delta path."""
+read and write the data; the driver (client mode) plans and commits. Both ways of starting
+a run (``deltamark run``, ``spark-submit``), each on one Delta path, take turns on one job:
+each run's cold driver and executors cost ~10-15 s."""
 
 from __future__ import annotations
 
@@ -64,55 +65,41 @@ def applications(cluster) -> int:
     return sum(a["name"] == "deltamark copy" for a in cluster.status()["completedapps"])
 
 
-def two_runs(run, landing: str) -> None:
+@pytest.mark.compat
+def test_runs_on_a_standalone_cluster_with_s3_by_deltamark_run_and_by_spark_submit(
+        cluster, bucket, tmp_path):
+    """A first run by ``deltamark run`` with ``spark.master: spark://...`` (native Delta
+    path), then the next by docs/s3-and-clusters.md's spark-submit command line (client
+    mode; embedded Delta path) on the same state and target: it reads only the new file."""
+    state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
+    native, embedded = tmp_path / "native", tmp_path / "embedded"
+    declare(native / "conf", cluster, state, landing, target, "native")
+    declare(embedded / "conf", cluster, state, landing, target, "embedded")
+    before = applications(cluster)
+
     land(landing, 1)
     land(landing, 2)
-    run()
+    done = subprocess.run([sys.executable, "-m", "framework", "--conf-dir",
+                           str(native / "conf"), "run", "copy", "--json"],
+                          capture_output=True, text=True, cwd=native, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["status"] == "succeeded"
+
     land(landing, 3)
-    run()
-
-
-@pytest.mark.compat
-def test_deltamark_run_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path):
-    """``deltamark run`` with ``spark.master: spark://...`` (native Delta path)."""
-    state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
-    declare(tmp_path / "conf", cluster, state, landing, target, "native")
-
-    def run() -> None:
-        done = subprocess.run([sys.executable, "-m", "framework", "--conf-dir",
-                               str(tmp_path / "conf"), "run", "copy", "--json"],
-                              capture_output=True, text=True, cwd=tmp_path, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert json.loads(done.stdout)["status"] == "succeeded"
-
-    before = applications(cluster)
-    two_runs(run, landing)
-    assert_loaded_once(cluster, state, target, before)
-
-
-@pytest.mark.compat
-def test_spark_submit_runs_a_job_on_a_standalone_cluster_with_s3(cluster, bucket, tmp_path):
-    """docs/s3-and-clusters.md's spark-submit command line (client mode; embedded Delta path)."""
-    state, landing, target = f"{bucket}/state", f"{bucket}/landing", f"{bucket}/lake/t"
-    declare(tmp_path / "conf", cluster, state, landing, target, "embedded")
-    script = tmp_path / "run_copy.py"
+    script = embedded / "run_copy.py"
     script.write_text(f"from framework import load_settings, run_job\n"
-                      f"print(run_job(load_settings(conf_dir={str(tmp_path / 'conf')!r}), "
+                      f"print(run_job(load_settings(conf_dir={str(embedded / 'conf')!r}), "
                       f"'copy').status)\n")
     jars = subprocess.run([sys.executable, "-m", "framework.jars", "--class-path"],
                           capture_output=True, text=True, check=True).stdout.strip()
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    done = subprocess.run(
+        [str(submit), "--master", cluster.master, "--deploy-mode", "client",
+         "--driver-class-path", jars, "--conf", f"spark.executor.extraClassPath={jars}",
+         "--conf", f"spark.pyspark.python={sys.executable}", str(script)],
+        capture_output=True, text=True, cwd=embedded, timeout=300,
+        env={**os.environ, "SPARK_HOME": str(submit.parents[1])})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "succeeded", done.stdout
 
-    def run() -> None:
-        done = subprocess.run(
-            [str(submit), "--master", cluster.master, "--deploy-mode", "client",
-             "--driver-class-path", jars, "--conf", f"spark.executor.extraClassPath={jars}",
-             "--conf", f"spark.pyspark.python={sys.executable}", str(script)],
-            capture_output=True, text=True, cwd=tmp_path, timeout=300,
-            env={**os.environ, "SPARK_HOME": str(submit.parents[1])})
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.strip().splitlines()[-1] == "succeeded", done.stdout
-
-    before = applications(cluster)
-    two_runs(run, landing)
     assert_loaded_once(cluster, state, target, before)
