@@ -48,8 +48,14 @@ if [ ${#packages[@]} -gt 0 ]; then
 fi
 
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[test]" \
-  "pyspark==$pyspark"
+# uv installs what pip would (the same versions) in under half its time; pip where uv
+# cannot be had.
+if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check uv 2>/dev/null; then
+  install=("$venv/bin/uv" pip install --quiet --python "$venv/bin/python")
+else
+  install=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+fi
+"${install[@]}" -e ".[test]" "pyspark==$pyspark"
 
 # Delta's, S3A's, Avro's and Iceberg's jars for that Spark from Maven, without what pyspark
 # ships (once per jar set): the native Delta path, s3:// on Spark, Spark's Avro reader,

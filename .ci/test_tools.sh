@@ -27,8 +27,12 @@ fi
 if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION" ||
    ! .venv/airflow/bin/pip show -q "apache-airflow-providers-openlineage" 2>/dev/null; then
   .venv/bin/python -m venv .venv/airflow
-  .venv/airflow/bin/python -m pip install --quiet --disable-pip-version-check \
-    "apache-airflow==$AIRFLOW_VERSION" \
+  if [ -x .venv/bin/uv ]; then  # .ci/setup.sh's installer
+    install=(.venv/bin/uv pip install --quiet --python .venv/airflow/bin/python)
+  else
+    install=(.venv/airflow/bin/python -m pip install --quiet --disable-pip-version-check)
+  fi
+  "${install[@]}" "apache-airflow==$AIRFLOW_VERSION" \
     "apache-airflow-providers-openlineage==$AIRFLOW_OPENLINEAGE_VERSION"
 fi
 packages=()
