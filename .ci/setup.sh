@@ -63,7 +63,7 @@ fi
 "$venv/bin/python" -m framework.jars
 
 # For local Spark JVMs (written once into the virtualenv): a Hadoop local file system that needs no
-# chmod processes (javac), and a class-data-sharing archive of Spark's classes (~40 s,
-# ~170 MB): local writes take ~50 ms less, a JVM starts ~4 s sooner. Spark works without.
+# chmod processes (javac), and a class-data-sharing archive of Spark's and Delta's classes
+# (~40 s, ~200 MB): local writes take ~50 ms less, a JVM starts ~4 s sooner. Spark works without.
 "$venv/bin/python" -m framework.local_jvm_setup 2>/dev/null ||
   echo "setup: could not prepare the local JVM extras; Spark works without them" >&2

@@ -8,8 +8,8 @@ without them, only slower:
   (``java/deltamark/NioLocalFileSystem.java``, compiled with javac). Without Hadoop's native
   library, which pyspark does not ship, Hadoop starts a ``chmod`` process for every file and
   directory it creates: ~7 ms each, ~50-70 ms per Spark write;
-- a class-data-sharing archive of Spark's classes on that class path: a JVM starts ~4 s
-  sooner.
+- a class-data-sharing archive of Spark's classes (and Delta's, where its jars are) on that
+  class path: a JVM starts ~4 s sooner, and a first Delta write takes ~0.3 s less.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pathlib import Path
 from pyspark import SparkContext
 
 from framework.config import Settings
+from framework.delta import delta_engine
 from framework.errors import SparkStartError
 from framework.local_jvm import (
     FILE_SYSTEM_SOURCE,
@@ -81,6 +82,10 @@ def write_class_archive() -> Path | None:
             spark.read.parquet(f"{scratch}/parquet").groupBy("name").count().collect()
             spark.createDataFrame(to_arrow(spark.read.json(f"{scratch}/json"))
                                   .to_pandas()).count()
+            engine = delta_engine(spark)  # native where Delta's jars are: its classes too
+            for _ in range(2):  # a table's first commit, then an append
+                engine.write(rows, f"{scratch}/delta")
+            engine.read(f"{scratch}/delta").count()
         jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
         spark.stop()
         jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive
