@@ -4,7 +4,7 @@
 # - OpenLineage's Spark listener from Maven Central (tests/test_lineage.py);
 # - Apache Airflow 3 from PyPI in a virtualenv of its own (.venv/airflow: Airflow's
 #   dependencies stay apart from deltamark's), with its OpenLineage provider, for the
-#   Airflow export's tests (~40 s once);
+#   Airflow export's tests (~10 s once with uv, ~35 s with pip);
 # - Debian's Chromium, which the operations page's browser tests drive, and rsync, which
 #   copies a landing tree in as users do (both need root or sudo).
 set -euo pipefail
