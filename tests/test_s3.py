@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 from framework import storage
 from framework.delta import log
-from framework.errors import ConcurrentRunError, WorkflowError
+from framework.errors import ConcurrentRunError, JobFailedError, WorkflowError
 from framework.lease import job_lease, lease_holder
 from framework.state_io import open_store
 
@@ -88,6 +88,23 @@ def test_an_incremental_job_keeps_its_files_state_and_target_on_s3(ws, bucket, d
     local_leftovers = [p for p in os.listdir(ws.root) if p.startswith("s3")]
     assert not local_leftovers  # no 's3:' directory made on the local disk
     assert fs.get_file_info(f"{root}/state/runs/_delta_log").type == pafs.FileType.Directory
+
+
+def test_a_landing_prefix_with_nothing_under_it_yet_is_a_run_with_nothing_new(ws, bucket):
+    """On S3 a prefix exists once an object is under it: a new job's landing zone before
+    its first file reads as nothing new, as an empty directory does on a disk; a bucket
+    that does not exist stays an error that names it."""
+    landing = f"{bucket}/landing/j1"
+    ws.declare(landing=f"{landing}/")
+    empty = ws.run()
+    assert empty.status == "succeeded" and empty.inputs["src"]["files"] == 0, empty
+    land(landing, 1)
+    assert ws.run().inputs["src"]["files"] == 1
+    assert ws.ids() == [100, 101, 102]
+    ws.declare(landing="s3://deltamark-no-such-bucket/landing/")
+    missing = "cannot list files: s3://deltamark-no-such-bucket/landing/ does not exist"
+    with pytest.raises(JobFailedError, match=missing):
+        ws.run()
 
 
 def test_new_objects_are_read_without_a_request_each_before_the_read(bucket, spark):

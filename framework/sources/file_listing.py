@@ -72,6 +72,8 @@ def list_roots(paths: Sequence[str], *, recurse: bool, exclusions: Sequence[str]
             prefix = base[:len(base) - len(base.rpartition("/")[2])]
             found = _files([base], [info.size], [info.mtime_ns])
         elif info.type != pafs.FileType.Directory:
+            if _an_empty_prefix(root, fs, base):
+                continue
             raise FileNotFoundError(f"{root} does not exist")
         elif root in after and recurse:
             complete = False
@@ -83,6 +85,16 @@ def list_roots(paths: Sequence[str], *, recurse: bool, exclusions: Sequence[str]
         parts.append(_data_files(found, index, prefix, to_uri(""), exclusions))
     return Listing(pa.concat_tables(parts) if parts else LISTED.empty_table(),
                    complete=complete)
+
+
+def _an_empty_prefix(root: str, fs: pafs.FileSystem, base: str) -> bool:
+    """Whether ``root`` is a prefix with nothing under it in a bucket that exists: on an
+    object store a prefix exists only once an object is under it (a new job's landing zone
+    before its first file), as an empty directory on a disk; a missing bucket stays an
+    error."""
+    bucket, _, key = base.partition("/")
+    return (not is_local(root) and bool(key.strip("/"))
+            and fs.get_file_info(bucket).type == pafs.FileType.Directory)
 
 
 def list_found(paths: Sequence[str], found: Iterable[tuple[int, str, int, int]], *,
