@@ -113,6 +113,33 @@ def test_each_rule_keeps_its_dqdl_meaning(evaluated, rule, outcome, measure):
         assert found.observed == pytest.approx(measure)
 
 
+#: one rule of each query shape: a row test, a scalar, rows sharing a key, CustomSql's rows
+#: and its number, a composite, a bad column
+QUERY_SHAPES = ['ColumnValues "amount" not between 0 and 25',
+                'Entropy "status" between 1.05 and 1.06',
+                "RowCount = 2 where \"status = 'new'\"", 'IsPrimaryKey "id" "status"',
+                'CustomSql "select id, amount from primary where amount > 0"',
+                'CustomSql "select count(*) from primary where amount < 0" = 0',
+                '(IsComplete "email") and (ColumnValues "id" <= 2)', 'IsComplete "nope"']
+
+
+def test_the_rows_counted_in_one_pass_are_the_ones_great_expectations_counts(
+        spark, evaluated, monkeypatch):
+    """The gate counts each query rule's rows in its pass or in one query of them all; GX
+    running each query alone finds the same."""
+    from framework.quality import gate
+
+    outcomes, _ = evaluated
+    texts = [r for r, _, _ in CASES]
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    rules = parse_ruleset("Rules = [\n" + ",\n".join(QUERY_SHAPES) + "\n]", TYPES).rules
+    queried = gate._queried
+    monkeypatch.setattr(gate, "_queried", lambda *args: (queried(*args)[0], ()))
+    by_gx_alone = gate.evaluate(df, RuleSet("dqdl", "warn", rules),
+                                measured=gate.Measured(rows=len(ROWS)))
+    assert repr(by_gx_alone) == repr([outcomes[texts.index(rule)] for rule in QUERY_SHAPES])
+
+
 def test_comments_spacing_and_an_analyzers_section_are_read():
     ruleset = parse_ruleset('''
         # Example rules: Completeness "colA" between 0.4 and 0.8, ColumnCount > 10

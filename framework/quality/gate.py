@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from framework.errors import is_java_trace, java_summary
 from framework.quality.expectations import build_expectation, import_great_expectations
-from framework.quality.measure import Measured, measure
+from framework.quality.measure import Answer, Measured, measure
 from framework.quality.rules import Rule, RuleSet
 
 if TYPE_CHECKING:
@@ -72,10 +72,11 @@ def evaluate(df: DataFrame, ruleset: RuleSet, *, measured: Measured | None = Non
     SQL) has outcome error."""
     # Rules may share an expectation (IsPrimaryKey and IsUnique); GX runs each once.
     unique = list(dict.fromkeys(_key(e) for rule in ruleset.rules for e in rule.expectations))
-    found = _validate(df, unique, measured or measure(df, ruleset.rules))
+    measured = measured or measure(df, ruleset.rules)
+    metrics, counts = _queried(df, ruleset.rules, unique, measured)
+    found = _validate(df, unique, replace(measured, answers=measured.answers + counts))
     fields = {f.name: f.dataType for f in df.schema.fields}
     actual_types = {name: kind.simpleString() for name, kind in fields.items()}
-    metrics = _metric_values(df, ruleset.rules)
     outcomes = []
     for rule in ruleset.rules:
         outcome = _judged(rule, found, metrics)
@@ -117,38 +118,69 @@ def _judged(rule: Rule, found: Mapping[tuple[str, str], Any],
                        message="; ".join(errors) if verdict == "error" else None)
 
 
-def _metric_values(df: DataFrame, rules: Sequence[Rule]) -> dict[str, Any]:
-    """The value of each rule's ``metric_query`` (composites' rules included), by rule
-    text, in one Spark query; a query Spark refuses leaves its rules without one."""
-    import uuid
-
+def _queried(df: DataFrame, rules: Sequence[Rule], expectations: Sequence[tuple[str, str]],
+             measured: Measured) -> tuple[dict[str, Any], tuple[Answer, ...]]:
+    """In one Spark query: the value of each rule's ``metric_query`` (composites' rules
+    included), by rule text, and the rows each query expectation that ``measured`` does not
+    answer returns, for GX (which would run a Spark job per query)."""
     def walk(found: Sequence[Rule]) -> list[Rule]:
         return [r for rule in found for r in (*walk(rule.parts), rule)
                 if r.metric_query is not None]
 
-    queried = list({r.text: r for r in walk(rules)}.values())
-    if not queried:
+    metric_rules = list({r.text: r for r in walk(rules)}.values())
+    queries = [json.loads(kwargs)["unexpected_rows_query"] for name, kwargs in expectations
+               if name == "UnexpectedRowsExpectation"]
+    arguments = [{"unexpected_rows_query": q} for q in queries]
+    counted = [a for a in arguments
+               if not measured.answer("unexpected_rows_query.row_count", {}, a)[0]]
+    values = _scalars(df, [*(r.metric_query or "" for r in metric_rules),
+                           *(f"SELECT count(*) FROM ({a['unexpected_rows_query']}) AS failing"
+                             for a in counted)])
+    metrics = {r.text: values[i] for i, r in enumerate(metric_rules) if i in values}
+    counts = tuple(Answer("unexpected_rows_query.row_count", (), values[i], a)
+                   for i, a in enumerate(counted, start=len(metric_rules)) if i in values)
+    return metrics, counts
+
+
+def _scalars(df: DataFrame, queries: Sequence[str]) -> dict[int, Any]:
+    """The one value each of ``queries`` (over ``{batch}``, braces escaped) gives, by
+    index, in one Spark query; a query Spark refuses (a missing column, a failing cast) has
+    none, and GX reports its error."""
+    import uuid
+
+    if not queries:
         return {}
     view = f"deltamark_dq_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
     spark = df.sparkSession
-    try:
-        def select(chosen: Sequence[Rule]) -> list[Any]:
-            columns = ", ".join(f"({r.metric_query.format(batch=view)}) AS m{i}"
-                                for i, r in enumerate(chosen) if r.metric_query)
-            return list(spark.sql(f"SELECT {columns}").collect()[0])
+    texts = [q.format(batch=view) for q in queries]
+
+    def select(chosen: Sequence[int]) -> dict[int, Any]:
+        columns = ", ".join(f"({texts[i]}) AS v{n}" for n, i in enumerate(chosen))
+        return dict(zip(chosen, map(_number, spark.sql(f"SELECT {columns}").collect()[0]),
+                        strict=True))
+
+    def refused(chosen: Sequence[int]) -> dict[int, Any]:
         try:
-            values = select(queried)
-        except Exception:  # noqa: BLE001 - one bad query (a missing column): one at a time
-            values = []
-            for rule in queried:
-                try:
-                    values += select([rule])
-                except Exception:  # noqa: BLE001 - GX reports the rule's error
-                    values.append(None)
+            return select(chosen)
+        except Exception:  # noqa: BLE001 - Spark's analysis and runtime errors alike
+            return {}
+
+    def analysed(text: str) -> bool:
+        try:
+            spark.sql(text).schema  # noqa: B018 - analysed, on Spark Connect too
+        except Exception:  # noqa: BLE001 - Spark's analysis and parse errors alike
+            return False
+        return True
+
+    try:
+        found = refused(range(len(texts)))
+        if not found:  # those Spark analyses together, else (a runtime error) one by one
+            good = [i for i, text in enumerate(texts) if analysed(text)]
+            found = refused(good) or {i: v for n in good for i, v in refused([n]).items()}
+        return found
     finally:
         spark.catalog.dropTempView(view)
-    return {r.text: _number(v) for r, v in zip(queried, values, strict=True)}
 
 
 def _number(value: Any) -> Any:
@@ -263,8 +295,15 @@ def _validate(df: DataFrame, expectations: Sequence[tuple[str, str]], measured: 
 
 def _answer_from(engine: Any, measured: Measured) -> None:
     """Make GX's execution ``engine`` (this validation's own) take the metrics ``measured``
-    answers from it, and compute only the others."""
+    answers from it, and compute each of the others once. GX computes a batch of metrics
+    in one call that stops at the first one failing (a rule's missing column) and tries
+    the batch again, three times per failing metric: left alone, one bad rule made every
+    query rule run about seven times."""
+    from great_expectations.exceptions import MetricResolutionError
+
     compute = engine.resolve_metrics
+    computed: dict[Any, Any] = {}
+    failures: dict[Any, MetricResolutionError] = {}
 
     def resolve_metrics(metrics_to_resolve: Any, metrics: Any = None,
                         runtime_configuration: Any = None) -> dict[Any, Any]:
@@ -274,11 +313,26 @@ def _answer_from(engine: Any, measured: Measured) -> None:
                                            metric.metric_value_kwargs or {})
             if known:
                 answered[metric.id] = value
-            else:
+            elif metric.metric_name == "unexpected_rows_query.table":
+                answered[metric.id] = []  # the rows themselves: not in BASIC results
+            elif metric.id not in computed and metric.id not in failures:
                 rest.append(metric)
-        computed = compute(metrics_to_resolve=rest, metrics=metrics,
-                           runtime_configuration=runtime_configuration) if rest else {}
-        return {**computed, **answered}
+        # together (GX bundles aggregates); once one failed, one by one
+        batches = [rest] if rest else []
+        while batches:
+            batch = batches.pop()
+            try:
+                computed.update(compute(metrics_to_resolve=batch, metrics=metrics,
+                                        runtime_configuration=runtime_configuration))
+            except MetricResolutionError as error:
+                if len(batch) == 1:
+                    failures[batch[0].id] = error
+                else:
+                    batches += [[m] for m in batch]
+        if failing := [failures[m.id] for m in metrics_to_resolve if m.id in failures]:
+            raise failing[0]  # GX counts it against the metrics it names, then asks again
+        return {**{m.id: computed[m.id] for m in metrics_to_resolve if m.id in computed},
+                **answered}
 
     engine.resolve_metrics = resolve_metrics
 
