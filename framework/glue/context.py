@@ -12,16 +12,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from framework import storage
-from framework.errors import GlueCatalogError, GlueUnsupportedError
+from framework.errors import GlueUnsupportedError
 from framework.glue.active_run import active_run
+from framework.glue.api import GlueApi
+from framework.glue.catalog import catalog_table
 from framework.glue.dynamicframe import DynamicFrame
-from framework.glue.environment import GlueApi
 from framework.spark import temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from framework.config import CatalogTable
     from framework.sources.files import FileFormat
     from framework.sources.jdbc import SortOrder
 
@@ -178,7 +178,7 @@ class _Reader(GlueApi):
         options = dict(additional_options or {})
         predicates = [p for p in (options.pop("catalogPartitionPredicate", ""),
                                   push_down_predicate) if p]
-        table = _catalog_table(self._glue._run.catalog, database, table_name,
+        table = catalog_table(self._glue._run.catalog, database, table_name,
                                "create_dynamic_frame")
         if table.format == "delta":
             return self.from_options("delta", {"path": table.location, **options},
@@ -286,7 +286,7 @@ class _Writer(GlueApi):
                      ) -> DynamicFrame:
         """Write ``frame`` to a table of the local catalog, as ``from_options`` writes its
         location (a Delta or Parquet table)."""
-        table = _catalog_table(self._glue._run.catalog, database, table_name,
+        table = catalog_table(self._glue._run.catalog, database, table_name,
                                "write_dynamic_frame")
         return self.from_options(frame, "s3", {"path": table.location, **(
             additional_options or {})}, format=table.format)
@@ -302,42 +302,6 @@ def _as_catalogued(df: DataFrame, table: str, columns: Mapping[str, str]) -> Dat
     if columns:
         return typed_by_catalog(df, table, columns)
     return df.select(*(named_column(c).alias(c.strip().lower()) for c in df.columns))
-
-
-def catalog_columns(database: str, table_name: str) -> dict[str, str]:
-    """The columns (Spark SQL types) of catalog table ``database.table_name``: those it
-    declares, else a Delta table's or Parquet/ORC/Avro files' schema.
-
-    Raises:
-        GlueCatalogError: no such table in conf.
-    """
-    from framework.delta import log
-    from framework.delta.files import spark_schema
-
-    run = active_run()
-    table = _catalog_table(run.catalog, database, table_name, "resolveChoice")
-    if table.columns:
-        return dict(table.columns)
-    if table.format == "delta" and log.is_table(table.location):
-        schema = spark_schema(log.snapshot(table.location).schema_json)
-    elif table.format in ("parquet", "orc", "avro") and storage.exists(table.location):
-        schema = run.ctx.spark.read.format(table.format).load(table.location).schema
-    else:
-        return {}
-    return {f.name: f.dataType.simpleString() for f in schema.fields}
-
-
-def _catalog_table(catalog: Mapping[str, CatalogTable], database: str, table_name: str,
-                   call: str) -> CatalogTable:
-    name = f"{database}.{table_name}"
-    table = catalog.get(name)
-    if table is None:
-        known = ", ".join(sorted(catalog)) or "none"
-        raise GlueCatalogError(
-            f"{call}.from_catalog({name}): no such table under catalog: in "
-            f"conf/deltamark.yaml (tables there: {known}); declare it with its location "
-            "and format.")
-    return table
 
 
 def _write_options(kind: str, glue_options: Mapping[str, Any]) -> dict[str, str]:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
-from framework.glue.environment import GlueApi
+from framework.glue.api import GlueApi
 from framework.spark import json_schema, named_column, try_cast
 
 if TYPE_CHECKING:
@@ -316,7 +316,8 @@ class DynamicFrame(GlueApi):
             schema = json_schema(texts)
         else:
             widest = F.max(_udf(_csv_width(options), "int")("text"))
-            width = texts.select(widest).first()[0] or 0  # type: ignore[index]
+            widest_row = texts.select(widest).first()  # an aggregate: one row
+            width = (widest_row[0] if widest_row else 0) or 0
             schema = StructType([StructField(f"col{i}", StringType()) for i in range(width)])
         if not schema.fields:
             return self
@@ -398,8 +399,8 @@ class DynamicFrame(GlueApi):
     def _catalog_type(self, path: str, database: str | None, table_name: str | None
                       ) -> str | None:
         """The type catalog table ``database.table_name`` declares for ``path``."""
+        from framework.glue.catalog import catalog_columns
         from framework.glue.choice import catalog_type
-        from framework.glue.context import catalog_columns
 
         if not database or not table_name:
             raise GlueUnsupportedError("resolveChoice(choice='match_catalog')",

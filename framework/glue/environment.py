@@ -15,13 +15,13 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from framework.errors import GlueUnsupportedAttributeError, GlueUnsupportedError
+from framework.errors import GlueUnsupportedError
 from framework.spark import is_connect, require_classic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["AWSGLUE_MODULES", "ConnectSparkContext", "GlueApi", "glue_environment"]
+__all__ = ["AWSGLUE_MODULES", "ConnectSparkContext", "glue_environment"]
 
 #: the awsglue modules a script may import, and deltamark's module serving each
 AWSGLUE_MODULES = {
@@ -37,20 +37,6 @@ AWSGLUE_MODULES = {
     "awsgluedq": "framework.glue.dataquality",
     "awsgluedq.transforms": "framework.glue.dataquality",
 }
-
-
-class GlueApi:
-    """An awsglue class: a public name it does not have is a Glue call deltamark does not
-    serve, which fails with the one-line error naming it (not a bare AttributeError)."""
-
-    #: how scripts name the object (``GlueContext``, ``glueContext.write_dynamic_frame``)
-    glue_name = "awsglue"
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        raise GlueUnsupportedAttributeError(
-            f"{self.glue_name}.{name}", "the calls served are listed in docs/glue.md")
 
 
 class ConnectSparkContext:

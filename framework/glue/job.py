@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from framework.errors import GlueArgumentError
-from framework.glue.environment import GlueApi
+from framework.glue.api import GlueApi
 
 __all__ = ["Job"]
 

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from framework.errors import DatabaseError
-from framework.jdbc.client import Column, shorten
 from framework.jdbc.connection import Connection
+from framework.jdbc.database import Column, shorten
 
 __all__ = ["PythonDatabase", "python_connection", "python_database"]
 

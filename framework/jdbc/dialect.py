@@ -3,7 +3,7 @@ literals."""
 
 from __future__ import annotations
 
-from framework.jdbc.client import TEXT_TYPES, Column
+from framework.jdbc.database import TEXT_TYPES, Column
 
 __all__ = ["literal", "quote"]
 

@@ -27,15 +27,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict, cast
 
 from framework.errors import DatabaseError
 from framework.jdbc import dialect
-from framework.jdbc.client import (
-    Column,
-    Database,
-    connect,
-    java_message,
-    shorten,
-    spark_errors,
-)
+from framework.jdbc.client import connect, java_message, spark_errors
 from framework.jdbc.connection import Connection
+from framework.jdbc.database import Column, Database, shorten
 from framework.jdbc.dbapi import python_connection
 from framework.sources import Backlog
 from framework.spark import default_parallelism
