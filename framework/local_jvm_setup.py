@@ -86,7 +86,9 @@ def write_class_archive() -> Path | None:
             for _ in range(2):  # a table's first commit, then an append
                 engine.write(rows, f"{scratch}/delta")
             engine.read(f"{scratch}/delta").count()
-        jvm = SparkContext._gateway.proc  # type: ignore[union-attr]
+        gateway = SparkContext._gateway
+        assert gateway is not None  # the session's gateway, to this JVM's process
+        jvm = gateway.proc
         spark.stop()
         jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive
         jvm.wait()

@@ -37,7 +37,7 @@ def java_regex_problem(pattern: str) -> str | None:
     it takes it. Java's own syntax (``\\p{L}``, ``\\Q...\\E``, ``(?<name>...)``, flags
     anywhere) is taken; Python's own (``(?P<name>...)``, ``(?#...)``, ``{,n}``) is not."""
     def stand_in(token: re.Match[str]) -> str:
-        replacement = _JAVA_TOKENS[token.lastindex - 1][1]  # type: ignore[operator]
+        replacement = _JAVA_TOKENS[(token.lastindex or 0) - 1][1]  # a token's group
         return replacement(token[0]) if callable(replacement) else replacement
 
     python = _JAVA.sub(stand_in, pattern)  # quoted text escaped: no group or comment in it
