@@ -430,7 +430,7 @@ def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_pat
 STORED_STATES = {  # as the bookmarks table of earlier deltamark versions holds them
     "files": {"files_total": 12, "bytes_total": 3400, "too_old_total": 1,
               "listed_up_to": {"s3://landing/orders": "2026/01/01/00/part-9.json"},
-              "full_listing_ms": 1767225600000, "settled_ms": None, "state_version": 2},
+              "full_listing_ms": 1767225600000, "state_version": 2},
     "delta": {"table": "lake/bronze/orders", "version": 7, "from_version": None},
     "jdbc": {"source": "pg/public.orders", "keys": ["updated_at", "id"], "order": "asc",
              "row_id": ["id"], "lookback": False,
@@ -475,12 +475,17 @@ def test_processed_files_of_layout_1_read_as_read(tmp_path):
 
 
 def test_a_file_state_from_before_tracking_by_name_keeps_its_settled_time():
-    from framework.sources.bookmark_codec import decode
+    from framework.sources.bookmark_codec import decode, encode
+    from framework.sources.files import FileState
 
     state = decode("files", {"settled_ms": 1767225600000, "files_total": 12,
                              "settled_at": "2026-01-01T00:00:00.000+00:00", "bytes_total": 3400})
     assert (state.settled_ms, state.files_total, state.listed_up_to) == (1767225600000, 12, {})
     assert "high-water mark" in dict(state.describe())
+    assert encode(state)["settled_ms"] == 1767225600000
+    # the bookmarks written since (no run sets it) carry none, nor a NULL
+    since = decode("files", {**STORED_STATES["files"], "settled_ms": None})
+    assert "settled_ms" not in encode(since) and "settled_ms" not in encode(FileState())
 
 
 def test_states_written_before_a_field_existed_take_its_default():

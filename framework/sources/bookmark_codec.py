@@ -5,7 +5,8 @@ Each kind's state is a frozen dataclass in the kind's module, named in
 ``encode`` and ``decode`` are the one codec between those classes and the JSON objects the
 table holds: a field is stored under its name (or its ``key`` metadata, for a name Python
 reserves), nested states and tuples as objects and lists, and a field missing from an older
-state takes its default. A state class also says, in ``describe``, what it means to people.
+state takes its default (a field with ``stored_when_set`` metadata is stored only when not
+None: one kept for older states). A state class also says, in ``describe``, what it means to people.
 
 A state class's ``state_version`` grows when its fields change incompatibly: version 1
 states carry no number, later ones carry ``state_version``, and a state newer than this
@@ -99,7 +100,8 @@ def _key(field: dataclasses.Field[Any]) -> str:
 
 def _to_json(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
-        return {_key(f): _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {_key(f): _to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if getattr(value, f.name) is not None or not f.metadata.get("stored_when_set")}
     if isinstance(value, tuple):
         return [_to_json(v) for v in value]
     return value

@@ -124,7 +124,8 @@ class FileState:
     full_listing_ms: int | None = None
     #: a bookmark from a deltamark that did not track every file by name: files modified
     #: at or before this time (epoch ms) count as processed until the next run names them
-    settled_ms: int | None = None
+    #: (stored only while set: later bookmarks have none)
+    settled_ms: int | None = field(default=None, metadata={"stored_when_set": True})
 
     def describe(self) -> list[tuple[str, str]]:
         lines = [("totals", f"{humanize.plural(self.files_total, 'file')} "
