@@ -640,6 +640,39 @@ def test_aws_glue_samples_resolve_choice_script_writes_json(spark, tmp_path, med
     assert ids("medicare_json_sql") == [(False, "10001")]  # total discharges > 30
 
 
+def test_relationalized_frames_named_with_a_dot_are_written_where_the_script_says(
+        spark, tmp_path):
+    """aws-glue-samples' join_and_relationalize.py on legislators-shaped data whose joined
+    organizations carry links, writing each flat table to ``<dir>/<frame name>`` as Delta:
+    the joined frame has ``.links``, Relationalize names its child frame
+    ``hist_root_.links`` (as Glue does), and that is the table's directory."""
+    from test_jdbc_sink import legislators_conf
+
+    from framework.delta.log import is_table
+
+    conf = legislators_conf(tmp_path, [
+        {"person_id": "p1", "organization_id": "party/d", "role": "member"}])
+    out = tmp_path / "out"
+    result = run_published(conf, tmp_path, "join_and_relationalize.py", {
+        "s3://glue-sample-target/": f"{tmp_path}/",
+        'glueContext.write_dynamic_frame.from_jdbc_conf(frame = m_df, catalog_connection = '
+        '"redshift3", connection_options = {"dbtable": df_name, "database": "testdb"}, '
+        'redshift_tmp_dir = redshift_temp_dir)':
+        'glueContext.write_dynamic_frame.from_options(frame = m_df, connection_type = "s3", '
+        f'connection_options = {{"path": "{out}/" + df_name}}, format = "delta")'})
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in out.iterdir())
+    assert "hist_root_.links" in written and "hist_root_links" in written, written
+    assert all(is_table(str(out / name)) for name in written)
+    def urls(name):
+        table = spark.read.format("delta").load(str(out / name))
+        return [r[-1] for r in table.collect()]  # its last column: the url
+
+    # the second frame's (the persons') field is .links, the organizations' keeps its name
+    assert urls("hist_root_.links") == ["https://en.wikipedia.org/wiki/Ann"]
+    assert urls("hist_root_links") == ["https://example.org/d"]
+
+
 MATCH_CATALOG_SCRIPT = """\
 from awsglue.context import GlueContext
 from awsglue.transforms import ApplyMapping, ResolveChoice

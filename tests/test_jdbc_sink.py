@@ -172,6 +172,22 @@ ORGANIZATIONS = [{"id": "o1", "name": "House", "classification": "legislature",
                   "other_names": [{"lang": "en", "note": "multilingual", "name": "Dem"}]}]
 
 
+def legislators_conf(tmp_path, memberships, settings=None) -> Path:
+    """A conf directory whose catalog has the legislators tables (``PERSONS``,
+    ``memberships``, ``ORGANIZATIONS``) as JSON files, with ``settings`` beside it."""
+    catalog = {}
+    for table, rows in [("persons_json", PERSONS), ("memberships_json", memberships),
+                        ("organizations_json", ORGANIZATIONS)]:
+        (tmp_path / table).mkdir()
+        (tmp_path / table / "part.json").write_text("\n".join(map(json.dumps, rows)))
+        catalog[f"legislators.{table}"] = {"location": str(tmp_path / table), "format": "json"}
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
+        "state_root": str(tmp_path / "state"), "catalog": catalog, **(settings or {})}))
+    return conf
+
+
 def test_aws_glue_samples_join_and_relationalize_writes_its_tables_to_postgresql(
         spark, pg_server, tmp_path):
     """aws-glue-samples' join_and_relationalize.py, as published but for its data
@@ -183,20 +199,11 @@ def test_aws_glue_samples_join_and_relationalize_writes_its_tables_to_postgresql
     with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
         conn.execute("DROP DATABASE IF EXISTS testdb")
         conn.execute("CREATE DATABASE testdb")
-    catalog = {}
-    for table, rows in [("persons_json", PERSONS), ("memberships_json", MEMBERSHIPS),
-                        ("organizations_json", ORGANIZATIONS)]:
-        (tmp_path / table).mkdir()
-        (tmp_path / table / "part.json").write_text("\n".join(map(json.dumps, rows)))
-        catalog[f"legislators.{table}"] = {"location": str(tmp_path / table), "format": "json"}
-    conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "deltamark.yaml").write_text(yaml.safe_dump({
-        "state_root": str(tmp_path / "state"), "catalog": catalog,
+    conf = legislators_conf(tmp_path, MEMBERSHIPS, {
         "connections": {"redshift3": {"url": f"jdbc:postgresql://127.0.0.1:{pg_server.port}/"
                                               "postgres", "user": pg_server.user,
                                        "password": pg_server.password}},
-        "spark": {"conf": {"spark.jars": ",".join(available_jars())}}}))
+        "spark": {"conf": {"spark.jars": ",".join(available_jars())}}})
     script = tmp_path / "join_and_relationalize.py"
     text = (Path(__file__).with_name("glue_scripts") / script.name).read_text()
     script.write_text(text.replace("s3://glue-sample-target/", f"{tmp_path}/"))

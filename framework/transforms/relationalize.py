@@ -19,8 +19,9 @@ The layout (AWS Glue's Relationalize):
 - Maps become child tables like arrays, with ``key`` in place of ``index``.
 - A NULL array or map leaves a NULL key in the parent; an empty one has a key and no
   child rows. A NULL struct leaves its columns NULL.
-- A ``.`` or ``%`` inside a field name is written ``%2E`` / ``%25`` in column and table
-  names, so dotted paths stay unambiguous.
+- A ``.`` or ``%`` inside a field name is written ``%2E`` / ``%25`` in column names, so
+  dotted paths stay unambiguous; table names keep it as it is, as Glue's frame names do
+  (``root_.links`` for a field ``.links``): a name that two tables would share fails.
 
 Unlike Glue, the keys are deterministic: a hash of the row's ``key_columns`` (or of the
 whole row) and the array's path, so a retried or replayed run produces the same keys and
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from framework.errors import TransformError
 from framework.spark import named_column
@@ -144,11 +145,11 @@ def _split(tables: dict[str, DataFrame], name: str, frame: DataFrame,
 
 
 def _child_name(parent: str, path: str, prefix: str) -> str:
-    """``<parent>_<path relative to the parent's element>``; ``<parent>_val`` for an array
-    whose elements are arrays."""
+    """``<parent>_<path relative to the parent's element>`` (its field names unescaped);
+    ``<parent>_val`` for an array whose elements are arrays."""
     if path == prefix:
         return f"{parent}_val"
-    return f"{parent}_{path[len(prefix) + 1:] if prefix else path}"
+    return f"{parent}_{_unescape(path[len(prefix) + 1:] if prefix else path)}"
 
 
 def _leaves(fields: Sequence[_Field]) -> list[_Field]:
@@ -217,6 +218,10 @@ def _empty_like(folded: DataFrame) -> Column:
     return empty.cast(kind)
 
 
+#: dotted column names as a tree: each segment's fields, down to the full names at its leaves
+_Tree: TypeAlias = "dict[str, _Tree | str]"
+
+
 def _rebuild(columns: Sequence[str], prefix: str) -> list[Column]:
     """Dotted columns under ``prefix`` as nested struct columns (one column when the value
     is not a struct), named by their unescaped last segment."""
@@ -224,23 +229,25 @@ def _rebuild(columns: Sequence[str], prefix: str) -> list[Column]:
 
     if prefix and columns == [prefix]:
         return [named_column(prefix).alias(prefix)]
-    tree: dict[str, object] = {}
+    tree: _Tree = {}
     for column in columns:
         relative = column[len(prefix) + 1:] if prefix else column
         node = tree
         *parents, leaf = relative.split(".")
         for part in parents:
-            node = node.setdefault(part, {})  # type: ignore[assignment]
+            child = node.setdefault(part, {})
+            assert isinstance(child, dict), column  # a struct's fields, never a leaf too
+            node = child
         node[leaf] = column
 
-    def build(node: Mapping[str, object]) -> list[Column]:
+    def build(node: _Tree) -> list[Column]:
         built = []
         for part, child in node.items():
             if isinstance(child, str):
                 built.append(named_column(child).alias(_unescape(part)))
             else:
-                struct = F.struct(*build(child))  # type: ignore[arg-type]
-                all_null = _all_null(_leaf_columns(child))  # type: ignore[arg-type]
+                struct = F.struct(*build(child))
+                all_null = _all_null(_leaf_columns(child))
                 built.append(F.when(all_null, None).otherwise(struct).alias(_unescape(part)))
         return built
 
@@ -260,10 +267,10 @@ def _all_null(columns: Sequence[str]) -> Column:
     return condition
 
 
-def _leaf_columns(node: Mapping[str, object]) -> list[str]:
+def _leaf_columns(node: _Tree) -> list[str]:
     leaves: list[str] = []
     for child in node.values():
-        leaves += [child] if isinstance(child, str) else _leaf_columns(child)  # type: ignore
+        leaves += [child] if isinstance(child, str) else _leaf_columns(child)
     return leaves
 
 
