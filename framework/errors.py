@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 
 from framework.redaction import redact
@@ -37,6 +38,7 @@ __all__ = [
     "JobFailedError",
     "JobNotFoundError",
     "MissingContextError",
+    "MissingExtraError",
     "ReadOnlySqlError",
     "RepairError",
     "RewindError",
@@ -280,7 +282,7 @@ def one_line(cause: BaseException) -> str:
     traceback is inside a Spark error, whose first line says nothing) is named."""
     text = str(cause).strip()
     missing = re.search(r"ModuleNotFoundError: No module named '([\w.]+)'", text)
-    if missing and not isinstance(cause, ImportError):
+    if missing and not isinstance(cause, ImportError | DeltamarkError):  # from Spark's side
         return (f"Spark's Python workers cannot import '{missing[1]}': install deltamark and "
                 "the job's modules into the Python that executors run (spark.pyspark.python "
                 "or PYSPARK_PYTHON names it, at one path on every worker), or ship them with "
@@ -318,6 +320,23 @@ def java_summary(text: str) -> str:
     root_kind, root = messages[-1]
     said = f"{kind}: {first}"
     return said if root == first else f"{said} Cause: {root_kind}: {root}"
+
+
+class MissingExtraError(DeltamarkError):
+    """An optional dependency of deltamark's is missing from this Python (the driver's):
+    the message names the extra that installs it."""
+
+    #: pyproject's optional-dependencies: a module's top package -> the extra with it
+    EXTRAS: Mapping[str, str] = {"pyiceberg": "iceberg", "sqlalchemy": "iceberg",
+                                 "boto3": "sqs", "openlineage": "lineage"}
+
+    def __init__(self, missing: ImportError, needed_for: str):
+        self.module = (missing.name or "").split(".")[0]
+        extra = self.EXTRAS.get(self.module)
+        install = f"pip install 'deltamark[{extra}]'" if extra else \
+            f"install {self.module or one_line(missing)}"
+        super().__init__(f"{needed_for} needs {self.module or 'a module'}, which this "
+                         f"Python ({sys.executable}) does not have: {install}")
 
 
 class SparkStartError(DeltamarkError):

@@ -25,6 +25,7 @@ from urllib.parse import unquote_plus
 
 import pyarrow.fs as pafs
 
+from framework.errors import MissingExtraError
 from framework.storage import S3_SCHEMES, filesystem
 
 __all__ = ["Events", "is_object_store", "receive", "waiting"]
@@ -135,9 +136,9 @@ def _bucket_and_prefix(root: str) -> tuple[str, str]:
 def _client(queue: str) -> Any:
     try:
         import boto3
-    except ImportError:
-        raise ValueError("listing='notifications' reads an SQS queue with boto3: pip "
-                         "install 'deltamark[sqs]'") from None
+    except ImportError as exc:
+        raise MissingExtraError(exc, f"listing='notifications' (the SQS queue {queue})"
+                                ) from None
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if match := re.match(r"https://sqs\.([a-z0-9-]+)\.amazonaws\.com/", queue):
         region = match.group(1)
