@@ -10,8 +10,8 @@ replay finds it and skips the insert, recovery finds it to know the run landed, 
 later run of the job found there means the state is behind. A data-quality gate that
 rejects a later write leaves the rows unlanded, so nothing needs rolling back.
 
-Tested on PostgreSQL; the SQL is plain (``CREATE TABLE ... AS SELECT``, ``CREATE TABLE IF
-NOT EXISTS``), which MySQL, MariaDB and SQLite take too.
+Tested on PostgreSQL and SQLite; the SQL is plain (``CREATE TABLE ... AS SELECT``,
+``CREATE TABLE IF NOT EXISTS``), which MySQL and MariaDB take too.
 """
 
 from __future__ import annotations
@@ -83,6 +83,11 @@ def stage(spark: SparkSession, df: DataFrame, connection: Connection, table: str
     """
     staging = _staging(table, job, run_seq)
     properties = {**connection.jdbc_properties(), "driver": connection.driver_class}
+    with connect(spark, connection) as db:
+        # Spark 4 asks whether the table exists and, where its dialect cannot tell a
+        # missing table from another error (SQLite has none), fails: one made here is
+        # dropped and made again with the rows' columns by the overwrite
+        db.execute(f"CREATE TABLE IF NOT EXISTS {staging} (deltamark_placeholder INTEGER)")
     try:
         df.write.jdbc(connection.spark_url(), staging, mode="overwrite", properties=properties)
     except spark_errors() as exc:
