@@ -5,7 +5,7 @@ in the ``spark: conf:`` of ``conf/deltamark.yaml``; deltamark derives from the s
 what pyiceberg needs (``configure``), so planning a read, the no-JVM pre-run check and a
 target's run history read a table's metadata in Python, as delta-rs does for Delta:
 
-- ``type: hadoop`` (a path catalog): the table's metadata file under
+- ``type: hadoop`` (a path catalog): the table's newest metadata file under
   ``<warehouse>/<namespace>/<table>/metadata``, read as a static table;
 - ``type: jdbc`` (``uri: jdbc:postgresql://...`` or ``jdbc:sqlite:...``): pyiceberg's SQL
   catalog on the same database (the two share their tables);
@@ -19,13 +19,13 @@ Iceberg target carries the run in its snapshot's summary (``MARK_PREFIX`` keys).
 from __future__ import annotations
 
 import json
-import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework import storage
-from framework.errors import IcebergError, SparkFeatureError
+from framework.errors import IcebergError, MissingExtraError, SparkFeatureError
 from framework.spark_lines import LINES, installed_version, line_of
 
 if TYPE_CHECKING:
@@ -221,6 +221,8 @@ def _load(table: str) -> Table:
             raise IcebergError(table, "no such table in its catalog", missing=True) from None
     except IcebergError:
         raise
+    except ImportError as exc:
+        raise MissingExtraError(exc, f"Iceberg table {table}") from exc
     except Exception as exc:
         raise IcebergError(table, f"cannot read it: {type(exc).__name__}: "
                            f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
@@ -228,7 +230,9 @@ def _load(table: str) -> Table:
 
 def _hadoop_table(table: str, properties: Mapping[str, str],
                   identifier: tuple[str, ...]) -> Table:
-    """A path catalog's table, from the metadata file its version hint names."""
+    """A path catalog's table, from its newest metadata file: a commit is that file's
+    appearance (``v<N>.metadata.json``); the version hint is written after it, so a
+    reader trusting the hint misses a commit whose writer died in between."""
     from pyiceberg.table import StaticTable
 
     warehouse = properties.get("warehouse")
@@ -236,15 +240,30 @@ def _hadoop_table(table: str, properties: Mapping[str, str],
         raise IcebergError(table, "its hadoop catalog has no warehouse (spark.sql.catalog."
                            f"{table.split('.')[0]}.warehouse)")
     metadata = "/".join([_pyiceberg_uri(warehouse).rstrip("/"), *identifier, "metadata"])
-    local = "://" not in metadata
-    hint = f"{metadata}/version-hint.text"
-    if local and not os.path.exists(hint):
-        raise IcebergError(table, f"no such table (no {hint})", missing=True)
+    newest = _newest_metadata_file(metadata)
+    if newest is None:
+        raise IcebergError(table, f"no such table (no metadata file under {metadata})",
+                           missing=True)
+    return StaticTable.from_metadata(f"{metadata}/{newest}",
+                                     properties=storage.pyiceberg_options())
+
+
+#: a path catalog's metadata files, by version (Iceberg's HadoopTableOperations)
+_METADATA_FILE = re.compile(r"v(\d+)(?:\.gz)?\.metadata\.json")
+
+
+def _newest_metadata_file(metadata: str) -> str | None:
+    """The name of the highest version's metadata file under the directory ``metadata``;
+    None when there is none."""
+    import pyarrow.fs as pafs
+
+    fs, path, _ = storage.filesystem(metadata)
     try:
-        return StaticTable.from_metadata(metadata.rsplit("/", 1)[0],
-                                         properties=storage.pyiceberg_options())
+        names = [info.base_name for info in fs.get_file_info(pafs.FileSelector(path))]
     except FileNotFoundError:
-        raise IcebergError(table, f"no such table (no {hint})", missing=True) from None
+        return None
+    versions = {int(m[1]): name for name in names if (m := _METADATA_FILE.fullmatch(name))}
+    return versions[max(versions)] if versions else None
 
 
 def _pyiceberg_properties(table: str, properties: Mapping[str, str]) -> dict[str, str]:

@@ -37,6 +37,18 @@ class CopyFiles(IncrementalJob):
         ctx.write_delta(read(ctx), ctx.params["target"])
 
 
+class CopyFilesTo(IncrementalJob):
+    """Landing files -> a target of kind ``kind``: ``delta``, ``parquet``, or ``jdbc`` (the
+    table ``target`` of ``connection``)."""
+
+    def run(self, ctx):
+        df, p = read(ctx), ctx.params
+        if p["kind"] == "jdbc":
+            ctx.write_jdbc(df, p["target"], connection=p["connection"])
+        else:
+            (ctx.write_parquet if p["kind"] == "parquet" else ctx.write_delta)(df, p["target"])
+
+
 class FailAfterRead(IncrementalJob):
     def run(self, ctx):
         read(ctx).count()

@@ -1,11 +1,14 @@
 """Exactly-once through crashes, and one run at a time, with real processes.
 
-A run process (``deltamark run``) is SIGKILLed at each step of the commit protocol and at
-random moments; the next run recovers. After every scenario each source row is in each
-target exactly once, and the bookmark accounts for exactly the files in the target.
+A run process (``deltamark run``) is SIGKILLed at each step of the commit protocol, at
+random moments, and from outside with its JVM at the instant its target's commit appears
+on storage (a watcher polls the target: a new Delta log entry, Parquet manifest, database
+mark, Iceberg metadata file); the next run recovers. After every scenario each source row
+is in each target exactly once, and the bookmark accounts for exactly the files in it.
 
 DELTAMARK_CRASH_SCENARIOS sets how many random crash points run (default 6);
-DELTAMARK_CRASH_SEED fixes their seed.
+DELTAMARK_CRASH_SEED fixes their seed. DELTAMARK_FULL_MATRIX=1 kills each target kind at
+every instant (``INSTANTS``), not only as its commit appears.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import dataclasses
 import os
 import random
 import signal
+import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,10 +47,13 @@ def landed_rows(ws) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def assert_exactly_once(ws, *targets: str, job: str = "copy") -> None:
+def assert_exactly_once(ws, *targets: str, job: str = "copy",
+                        rows: Callable[[str], list[tuple[int, str]]] | None = None) -> None:
+    """Each landed row once in each of ``targets`` (read by ``rows``: a Delta table's by
+    default), and the bookmark counting exactly the files landed."""
     expected = landed_rows(ws)
     for target in targets:
-        assert ws.rows(target) == expected, f"{target}: duplicates or gaps"
+        assert (rows or ws.rows)(target) == expected, f"{target}: duplicates or gaps"
         assert not list(Path(target).glob("_deltamark_staging/*")), f"{target}: staged files left"
     [bookmark] = ws.store.bookmarks(job)
     assert bookmark.state["files_total"] == len({name for _, name in expected})
@@ -59,6 +67,124 @@ def crash(ws, job: str, point: str) -> None:
     process = ws.start_run(job, **{CRASH_ENV: point})
     _out, err = process.communicate(timeout=120)
     assert process.returncode == -signal.SIGKILL, (point, process.returncode, err[-2000:])
+
+
+#: when a run is killed from outside: as its target's data files appear (before the
+#: commit), as the commit appears, 0.2 s after it, as the state commit after it appears
+INSTANTS = ("before", "at", "after", "state")
+
+
+def kill_at(process, appeared: Callable[[], bool], what: str, *, delay: float = 0.0) -> None:
+    """SIGKILL ``process``'s group (the run and its JVM, as a machine dies) the moment
+    ``appeared()`` holds, polled every millisecond (``delay`` seconds after); fails if the
+    run ended first."""
+    wait_for(process, appeared, what)
+    time.sleep(delay)
+    os.killpg(process.pid, signal.SIGKILL)
+    _out, err = process.communicate(timeout=60)
+    assert process.returncode == -signal.SIGKILL, (what, process.returncode, err[-2000:])
+
+
+def wait_for(process, appeared: Callable[[], bool], what: str) -> None:
+    """Until ``appeared()`` holds (polled every millisecond); fails if ``process`` ends
+    first."""
+    while not appeared():
+        if process.poll() is not None:
+            _out, err = process.communicate()
+            pytest.fail(f"the run ended ({process.returncode}) before {what}:\n{err[-3000:]}")
+        time.sleep(0.001)
+
+
+def appears(count: Callable[[], int]) -> Callable[[], bool]:
+    """Whether ``count()`` grew since this call."""
+    before = count()
+    return lambda: count() > before
+
+
+def files(directory: str | Path, pattern: str) -> Callable[[], int]:
+    """How many files under ``directory`` match ``pattern``."""
+    return lambda: len(list(Path(directory).glob(pattern)))
+
+
+def kill_when_committing(ws, process, instant: str, commits: Callable[[], int],
+                         data: Callable[[], int] | None = None,
+                         state_commits: Callable[[], int] | None = None) -> None:
+    """Kill the run ``process`` at ``instant`` (``INSTANTS``) of its target's commit:
+    ``commits`` counts the target's commits on storage, ``data`` its data files, and
+    ``state_commits`` the runs table's (default: a state root in the workspace)."""
+    committed = appears(commits)
+    if instant == "before":
+        assert data is not None, "no data files to watch"
+        kill_at(process, appears(data), "its data files appeared")
+    elif instant == "state":
+        wait_for(process, committed, "its target committed")
+        runs_log = state_commits or files(ws.root / "state" / "runs" / "_delta_log", "*.json")
+        kill_at(process, appears(runs_log), "its state commit after the target's")
+    else:
+        kill_at(process, committed, f"its target committed ({instant})",
+                delay=0.2 if instant == "after" else 0.0)
+
+
+#: target kind -> its commits on storage, its data files (None: not files), and its rows
+#: as (id, source file name): each of a workspace ``ws`` whose target is ``target``
+TARGET_KINDS: dict[str, Callable[..., tuple[Callable[[], int], Callable[[], int] | None,
+                                                Callable[[str], list]]]] = {
+    "delta": lambda ws, target: (files(f"{target}/_delta_log", "*.json"),
+                                 files(target, "*.parquet"), ws.rows),
+    "parquet": lambda ws, target: (
+        files(f"{target}/_deltamark/commits", "*.json"),
+        files(f"{target}/_deltamark/staging", "**/*.parquet"),
+        lambda t: sorted((r.id, r.source_file.rsplit("/", 1)[-1])
+                         for r in ws.spark.read.parquet(t).collect())),
+}
+
+
+def _database_kind(db):
+    def marks() -> int:
+        count = "SELECT count(*) FROM deltamark_commits"
+        try:
+            if db.kind == "sqlite":  # not waiting on the run's write lock
+                with sqlite3.connect(db.dsn, timeout=0) as conn:
+                    return conn.execute(count).fetchone()[0]
+            return db.query(count)[0][0]
+        except Exception:  # noqa: BLE001 - not made yet, or (SQLite) locked by the run
+            return 0
+
+    return marks, None, lambda t: sorted((i, f.rsplit("/", 1)[-1])
+                                         for i, f in db.query(f"SELECT id, source_file FROM {t}"))
+
+
+@pytest.mark.parametrize("kind", ["delta-native", "delta-embedded", "parquet", "sqlite",
+                                  "postgresql"])
+def test_a_run_killed_from_outside_as_its_target_commits_lands_every_row_once(
+        tmp_path, spark, request, kind):
+    """The run and its JVM SIGKILLed as the target's commit appears on its storage (in
+    CI; at every instant with DELTAMARK_FULL_MATRIX=1); the next run recovers."""
+    from databases import sqlite_database
+    from workspace import Workspace
+
+    ws = Workspace(tmp_path, spark, delta=kind.removeprefix("delta-") if "-" in kind
+                   else "auto")
+    if kind in ("sqlite", "postgresql"):
+        db = sqlite_database(tmp_path) if kind == "sqlite" else \
+            request.getfixturevalue("pg_server").database()
+        ws.connect(db)
+        target, (commits, data, rows) = "landed", _database_kind(db)
+        ws.declare(cls="CopyFilesTo", kind="jdbc", target=target, connection="db",
+                   lineage="source_file")
+    else:
+        target = ws.target
+        commits, data, rows = TARGET_KINDS[kind.split("-")[0]](ws, target)
+        ws.declare(cls="CopyFilesTo", kind=kind.split("-")[0], lineage="source_file")
+    for instant in INSTANTS if FULL_MATRIX else ["at"]:
+        if instant == "before" and data is None:
+            continue
+        ws.land(rows=2)
+        kill_when_committing(ws, ws.start_run("copy", own_group=True), instant, commits,
+                             data)
+        ws.land(rows=1)
+        assert ws.run().status == "succeeded", instant
+        assert_exactly_once(ws, target, rows=rows)
 
 
 @pytest.fixture

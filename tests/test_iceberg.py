@@ -7,8 +7,17 @@ compatibility part); on the others, the one-line refusal is what is tested.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from test_exactly_once import crash
+from test_exactly_once import (
+    FULL_MATRIX,
+    INSTANTS,
+    assert_exactly_once,
+    crash,
+    files,
+    kill_when_committing,
+)
 
 from framework import admin, iceberg
 from framework.errors import IcebergError, JobFailedError, SparkFeatureError
@@ -201,6 +210,83 @@ def test_a_crash_around_the_iceberg_commit_then_recovery_writes_every_row_once(w
 
 @needs_runtime
 @pytest.mark.compat
+@pytest.mark.parametrize("catalog", ["path", "jdbc"])
+def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row_once(
+        ws, request, catalog):
+    """The run and its JVM SIGKILLed as the table's commit appears: in a path catalog, its
+    next metadata file (the version hint is written after it); in a JDBC catalog, the
+    catalog's row naming that file. In CI; at every instant with DELTAMARK_FULL_MATRIX=1.
+    The next run recovers: each row once, each run committed once."""
+    if catalog == "path":
+        table = f"{ws.use_iceberg()}.target"
+        directory = Path(ws.spark.conf.get("spark.sql.catalog.lake.warehouse"),
+                         *table.split(".")[1:])
+        commits = files(directory / "metadata", "v*.metadata.json")
+
+        def rows(name):
+            ws.spark.catalog.refreshTable(name)  # committed by other processes too
+            return sorted((r.id, r.source_file.rsplit("/", 1)[-1])
+                          for r in ws.spark.table(name).collect())
+
+        def run():
+            assert ws.run("copy").status == "succeeded"
+
+        ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
+        ws.land(rows=1)
+        run()  # the table made: a later commit is one more metadata file
+    else:  # its runs are processes of their own, whose sessions find the JDBC driver
+        import pyarrow as pa
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        if spark_line().name != "4.1":
+            pytest.skip("a JDBC catalog's commit and its recovery are Iceberg's and "
+                        "deltamark's own on every line: killed on 4.1 (CI's part there)")
+
+        db = request.getfixturevalue("pg_server").database()
+        ws.connect(db)
+        table = f"""{ws.use_iceberg({
+            "spark.sql.catalog.pgkill": iceberg.CATALOG_CLASSES[0],
+            "spark.sql.catalog.pgkill.type": "jdbc", "spark.sql.catalog.pgkill.uri": db.url,
+            "spark.sql.catalog.pgkill.jdbc.user": db.user,
+            "spark.sql.catalog.pgkill.jdbc.password": db.password,
+            "spark.sql.catalog.pgkill.warehouse": str(ws.root / "warehouse")},
+            session=False)}.target"""
+        directory = Path(ws.root, "warehouse", *table.split(".")[1:])
+        reader = SqlCatalog("pgkill", uri=db.url.replace("jdbc:postgresql://", (
+            f"postgresql+psycopg://{db.user}:{db.password}@")),
+            warehouse=f"file://{ws.root}/warehouse")
+
+        def commits() -> int:  # the version of the metadata file the catalog's row names
+            found = db.query("SELECT metadata_location FROM iceberg_tables WHERE "
+                             "table_name = 'target'")
+            return int(found[0][0].rsplit("/", 1)[1].split("-")[0]) if found else 0
+
+        def rows(name):
+            found = reader.load_table(name.split(".", 1)[1]).scan().to_arrow().to_pylist()
+            return sorted((r["id"], r["source_file"].rsplit("/", 1)[-1]) for r in found)
+
+        def run():
+            process = ws.start_run("copy")
+            _, err = process.communicate(timeout=300)
+            assert process.returncode == 0, err[-3000:]
+
+        ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
+        reader.create_namespace(table.split(".")[1])  # the table made without a JVM
+        reader.create_table(table.split(".", 1)[1], schema=pa.schema(
+            [("id", pa.int64()), ("source_file", pa.string())]))
+    for instant in INSTANTS if FULL_MATRIX else ["at"]:
+        ws.land(rows=2)
+        kill_when_committing(ws, ws.start_run("copy", own_group=True), instant, commits,
+                             files(directory / "data", "**/*.parquet"))
+        ws.land(rows=1)
+        run()
+        assert_exactly_once(ws, table, rows=rows)
+        marks = [s.mark()["run_seq"] for s in iceberg.history(table)]
+        assert len(marks) == len(set(marks)), instant  # no run committed twice
+
+
+@needs_runtime
+@pytest.mark.compat
 def test_rewind_with_restore_targets_rolls_an_iceberg_target_back(ws):
     table = f"{ws.use_iceberg()}.target"
     ws.declare("copy", cls="FilesToIceberg", table=table)
@@ -312,3 +398,28 @@ def test_a_pause_run_rereads_the_snapshots_between_two_runs(chain):
     assert report.inputs["src"] == {"snapshots": 1}  # bronze's second snapshot, again
     assert ids(ws.spark, silver) == [100, 200, 300]  # merged: nothing twice
     assert ws.store.bookmarks("silver")[0].run_seq == 3  # a pause moves no bookmark
+
+
+@pytest.mark.parametrize("kind", ["hadoop", "jdbc"])
+def test_a_driver_without_pyiceberg_is_told_the_extra_to_install(tmp_path, monkeypatch, kind):
+    """pyiceberg missing where deltamark imports it (this Python, the driver's): the error
+    names the extra, not Spark's workers."""
+    import sys
+
+    from framework.errors import MissingExtraError, one_line
+
+    for name in [m for m in sys.modules if m.split(".")[0] in ("pyiceberg", "sqlalchemy")]:
+        monkeypatch.setitem(sys.modules, name, None)  # an import of it fails
+    monkeypatch.setitem(sys.modules, "pyiceberg", None)
+    catalog = "spark.sql.catalog.lake"
+    iceberg.configure({catalog: iceberg.CATALOG_CLASSES[0], f"{catalog}.type": kind,
+                       f"{catalog}.warehouse": str(tmp_path),
+                       f"{catalog}.uri": f"jdbc:sqlite:{tmp_path}/catalog.db"})
+    try:
+        with pytest.raises(MissingExtraError) as raised:
+            iceberg.current("lake.db.bronze")
+    finally:
+        iceberg.configure({})
+    said = one_line(JobFailedError("j", "r1", raised.value))
+    assert "Iceberg table lake.db.bronze needs pyiceberg" in said, said
+    assert "pip install 'deltamark[iceberg]'" in said and "workers" not in said

@@ -378,6 +378,34 @@ def test_credentials_stay_out_of_spark_conf_and_state(ws, bucket, spark, s3_serv
 S3_STEPS = ("staged", "target_committed", "plan_recorded")
 
 
+def test_a_run_killed_from_outside_as_its_commit_appears_on_s3_lands_every_row_once(
+        ws, bucket):
+    """The run and its JVM SIGKILLed as its Delta commit's object appears in the bucket
+    (in CI; at every instant with DELTAMARK_FULL_MATRIX=1); the next run recovers."""
+    from tests.test_exactly_once import FULL_MATRIX, INSTANTS, kill_when_committing
+
+    state = state_on_s3(ws, bucket, "native")
+    landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
+    ws.declare(landing=landing, target=target, lineage="source_file")
+
+    def objects(prefix: str, suffix: str):
+        fs, root, _ = storage.filesystem(prefix)
+        return lambda: sum(f.path.endswith(suffix) for f in fs.get_file_info(
+            pafs.FileSelector(root, allow_not_found=True)))
+
+    landed: list[int] = []
+    for batch, instant in enumerate(INSTANTS if FULL_MATRIX else ["at"], start=1):
+        land(landing, batch * 2, rows=2)
+        kill_when_committing(ws, ws.start_run("copy", own_group=True), instant,
+                             objects(f"{target}/_delta_log", ".json"),
+                             objects(target, ".parquet"),
+                             objects(f"{state}/runs/_delta_log", ".json"))
+        land(landing, batch * 2 + 1, rows=1)
+        landed += [(batch * 2) * 100, (batch * 2) * 100 + 1, (batch * 2 + 1) * 100]
+        assert ws.run().status == "succeeded", instant
+        assert [i for i, _ in ws.rows(target)] == sorted(landed), instant
+
+
 @pytest.mark.parametrize("delta", ["native", "embedded"])
 def test_a_crash_at_every_step_on_s3_then_recovery(ws, bucket, delta):
     """``deltamark run`` SIGKILLed at steps of the commit protocol with everything on

@@ -88,12 +88,14 @@ class Workspace:
         df = delta_engine(self.spark, mode="embedded").read(self.target)
         return sorted(r.id for r in df.select("id").collect())
 
-    def start_run(self, job: str = "copy", **env: str) -> subprocess.Popen:
-        """``deltamark run JOB`` in its own process, as a scheduler would start it."""
+    def start_run(self, job: str = "copy", *, own_group: bool = False,
+                  **env: str) -> subprocess.Popen:
+        """``deltamark run JOB`` in its own process, as a scheduler would start it (in a
+        process group of its own with its JVM, when ``own_group``)."""
         return subprocess.Popen(
             [sys.executable, "-m", "framework", "--conf-dir", str(self.conf), "run", job],
             cwd=self.root, env={**os.environ, **env}, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, start_new_session=own_group)
 
     def rows(self, table: str) -> list[tuple[int, str]]:
         """(id, source file name) of every row of a target, sorted."""
