@@ -70,10 +70,8 @@ class IncrementalJob(ABC):
 class JobContext:
     """What ``IncrementalJob.run`` gets: Spark, params, the run's identity, bookmarked I/O.
 
-    Reads (``read_files``, ``read_jdbc``, ``read_delta``) plan what is new for their
-    context against its bookmark; writes (``write_delta``, ``write_parquet``,
-    ``write_jdbc``, ``write_files``) commit that plan with the rows, exactly once. Each
-    option is described at length in docs/sources.md and docs/jobs.md.
+    Reads (``read_*``) plan what is new for their context against its bookmark; writes
+    (``write_*``) commit it with the rows, exactly once. Options: docs/sources.md, docs/jobs.md.
 
     Example::
 
@@ -84,8 +82,7 @@ class JobContext:
 
     Attributes:
         spark, params, job_name, run_id, run_seq, mode, bookmark, log, dry_run
-        run_properties: the workflow run's properties when the job started (read-only;
-            ``publish`` adds to them for the jobs after this one)
+        run_properties: the workflow run's properties as the job began (read-only; see ``publish``)
         workflow_name, workflow_run_id: the workflow run this run is part of, or None
     """
 
@@ -122,31 +119,26 @@ class JobContext:
             exclusions: glob patterns (or Glue's JSON array string) of paths to skip.
             bounded_files, bounded_size: at most this many files / bytes, oldest first.
             rewritten: a file read before that changed: ``ignore`` or ``reprocess``.
-            max_file_age: new files older than this are not read; each is tracked as
-                ``too_old`` and named. None (default): every new file is read.
+            max_file_age: new files older than this are not read but tracked as ``too_old``.
             listing: ``full``, ``start_after``, ``partitions`` or ``notifications`` (from
                 the SQS ``queue``); a partial listing lists in full ``reconcile_every``.
             lineage_column: add each row's source file URI under this name.
             bad_records: a malformed JSON, CSV or XML record: ``fail`` the run, ``drop``
                 it (counted) or ``quarantine`` it to the Delta table ``bad_records_table``.
-            partition_filter: a Spark SQL condition on the ``key=value`` directories'
-                values, as text (``"year = '2024' and month >= '06'"``): files in
-                directories it leaves out are neither read nor tracked, so a later run
-                without it reads them (Glue's ``push_down_predicate``).
+            partition_filter: a Spark SQL condition on the ``key=value`` directories; files
+                it leaves out are neither read nor tracked (Glue's ``push_down_predicate``).
 
         Raises:
             MissingContextError, SourceError
         """
         source = files.FileSource(
-            paths=(paths,) if isinstance(paths, str) else tuple(paths), format=format,
-            options={str(k): text_value(v) for k, v in (options or {}).items()},
-            schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
+            paths=_as_tuple(paths), format=format, options=_texts(options), schema=schema,
+            recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
             max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),
             listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND), queue=queue,
-            lineage_column=lineage_column,
-            bad_records=bad_records, bad_records_table=bad_records_table,
-            partition_filter=partition_filter)
+            lineage_column=lineage_column, bad_records=bad_records,
+            bad_records_table=bad_records_table, partition_filter=partition_filter)
         return self._run.read_files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 
@@ -155,15 +147,14 @@ class JobContext:
                    version: int | None = None) -> DataFrame:
         """Read what the Delta table ``table`` gained since this context's last run.
 
-        The first run reads the whole table; later runs the versions after the bookmark,
-        up to the one pinned when the read is planned: the appended rows or, from the
-        Change Data Feed (``change_feed=None``: when the table has it), every change with
+        The first run reads the whole table; later runs the versions after the bookmark, up
+        to the one pinned when the read is planned: the appended rows or, from the Change
+        Data Feed (``change_feed=None``: when the table has it), every change with
         ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. ``bookmark=False``
         reads the whole table, at ``version`` when given.
 
         Raises:
-            JobError: ``version`` with a bookmarked read.
-            MissingContextError, TableNotFoundError
+            MissingContextError, TableNotFoundError, JobError (``version`` with a bookmarked read)
             ChangesUnavailableError: rows were changed in place and the table has no Change
                 Data Feed, or the needed history is gone (reset the context to reload).
         """
@@ -176,35 +167,27 @@ class JobContext:
         """Read what the Iceberg table ``table`` (``catalog.namespace.table``) gained since
         this context's last run.
 
-        The first run reads the whole table; later runs the snapshots after the bookmark,
-        up to the one pinned when the read is planned: the rows they appended or, with
-        ``changes=True``, every change through Iceberg's changelog, with ``_change_type``
-        (``INSERT``, ``DELETE``; ``UPDATE_BEFORE``/``UPDATE_AFTER`` where ``keys`` name
-        the columns that identify a row), ``_change_ordinal`` and ``_commit_snapshot_id``.
-        ``bookmark=False`` reads the whole table.
-
-        Args:
-            expired: when the bookmark's snapshot left the table's history (expired, or
-                the table rolled back): ``fail`` (the default) or ``full_refresh`` (read
-                the whole table again).
+        The first run reads the whole table, as does ``bookmark=False``; later runs the snapshots
+        after the bookmark, up to the one pinned when the read is planned: the rows they appended
+        or, with ``changes=True``, every change from Iceberg's changelog, with ``_change_type``
+        (``INSERT``, ``DELETE``; ``UPDATE_BEFORE``/``UPDATE_AFTER`` where ``keys`` name the columns
+        that identify a row), ``_change_ordinal`` and ``_commit_snapshot_id``. When the bookmark's
+        snapshot expired (or was rolled back), ``expired="full_refresh"`` rereads the table.
 
         Raises:
-            MissingContextError
             IcebergError: no such table or catalog; without ``changes``, snapshots that
-                changed rows in place; the bookmark's snapshot expired (``expired``).
-            SparkFeatureError: a Spark line Iceberg has no runtime for.
+                changed rows in place; the bookmark's snapshot expired (``expired="fail"``).
+            MissingContextError, SparkFeatureError (a Spark line Iceberg has no runtime for)
         """
-        return self._run.read_iceberg(table, transformation_ctx=transformation_ctx,
-                                      bookmark=bookmark, changes=changes,
-                                      keys=(keys,) if isinstance(keys, str) else tuple(keys),
-                                      expired=expired)
+        return self._run.read_iceberg(
+            table, transformation_ctx=transformation_ctx, bookmark=bookmark, changes=changes,
+            keys=_as_tuple(keys), expired=expired)
 
     def read_jdbc(
         self, table: str | None = None, *, connection: str, query: str | None = None,
         transformation_ctx: str | None = None, bookmark: bool = True,
         keys: str | Sequence[str] = (), sort_order: jdbc.SortOrder = "asc",
-        primary_key: str | Sequence[str] = (),
-        lookback: int | float | timedelta | None = None,
+        primary_key: str | Sequence[str] = (), lookback: int | float | timedelta | None = None,
         partition_column: str | None = None, num_partitions: int | None = None,
         lower_bound: Any = None, upper_bound: Any = None, fetch_size: int = 50_000,
         options: Mapping[str, Any] | None = None,
@@ -217,35 +200,31 @@ class JobContext:
             keys: the bookmark columns (Glue's jobBookmarkKeys; default: the primary key).
             sort_order: ``asc`` (new rows have higher keys) or ``desc``.
             primary_key: the columns that identify a row, when the table declares none.
-            lookback: also re-read rows this far (a number, or a timedelta) before the
-                bookmark, to see updates; write them with ``mode="merge"``.
-            partition_column, num_partitions, lower_bound, upper_bound, fetch_size,
-                options: Spark's JDBC reader options (a numeric first key is partitioned
-                per 100,000 rows by default).
+            lookback: re-read rows this far behind the bookmark, for updates (``merge`` them).
+            partition_column, num_partitions, lower_bound, upper_bound, fetch_size, options:
+                Spark's JDBC reader options (a numeric first key: 100,000 rows a partition).
 
         Raises:
             MissingContextError, SourceError (names the database, never the password)
         """
         source = jdbc.JdbcSource(
             connection=self._run.connections(connection), table=table, query=query,
-            keys=(keys,) if isinstance(keys, str) else tuple(keys), order=sort_order,
-            primary_key=(primary_key,) if isinstance(primary_key, str) else tuple(primary_key),
+            keys=_as_tuple(keys), order=sort_order, primary_key=_as_tuple(primary_key),
             lookback=lookback, partition_column=partition_column,
             num_partitions=num_partitions, lower_bound=lower_bound, upper_bound=upper_bound,
-            fetch_size=fetch_size,
-            options={str(k): text_value(v) for k, v in (options or {}).items()})
+            fetch_size=fetch_size, options=_texts(options))
         return self._run.read_jdbc(source, connection=connection,
                                    transformation_ctx=transformation_ctx, bookmark=bookmark)
 
     def watermark(self, df: DataFrame, column: str, *, transformation_ctx: str,
                   aggregate: Literal["max", "min"] = "max") -> Any:
-        """Record the max (or min) of ``column`` over ``df`` and return it (None without
-        rows: the previous one stays). It counts once the run succeeds in enable mode; the
-        next run gets it from ``last_watermark``.
+        """Record the max (or min) of ``column`` over ``df`` and return it (None without rows:
+        the previous one stays). It counts once the run succeeds in enable mode; the next run
+        gets it from ``last_watermark``.
 
         Raises:
-            JobError: an unknown column or aggregate, a column that is not a number,
-                string, date, timestamp or boolean, or a context set twice.
+            JobError: an unknown column or aggregate, a column that is not a number, string,
+                date, timestamp or boolean, or a context set twice.
         """
         return self._run.watermark(df, column, transformation_ctx=transformation_ctx,
                                    aggregate=aggregate)
@@ -257,19 +236,16 @@ class JobContext:
     def write_delta(
         self, df: DataFrame, target: str, *, mode: WriteMode = "append",
         partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
-        merge_schema: bool = False, merge_on: str | Sequence[str] = (),
-        checks: str | None = None,
+        merge_schema: bool = False, merge_on: str | Sequence[str] = (), checks: str | None = None,
     ) -> WriteResult:
         """Write ``df`` to the Delta table ``target`` in one commit carrying this run (a
         replay of it is skipped; a target holding a run the state does not know, refused).
-
-        No empty version: rows of no columns, or an append or merge of no rows in a run
-        that read nothing new, write nothing. A dry run writes (and checks) nothing.
+        No empty version: rows of no columns, or an append or merge of no rows in a run that
+        read nothing new, write nothing. A dry run writes (and checks) nothing.
 
         Args:
-            mode: ``append``, ``overwrite`` (``replace_where``: only the partitions
-                matching ``[("day", "=", "2024-01-01")]``-style filters) or ``merge``
-                (an upsert on the ``merge_on`` key columns).
+            mode: ``append``, ``overwrite`` (only the partitions ``replace_where`` filters such
+                as ``[("day", "=", "2024-01-01")]`` match) or ``merge`` (upsert on ``merge_on``).
             partition_by: the partition columns of a table this write creates.
             merge_schema: add the columns ``df`` has and the table lacks.
             checks: a rule set of the job's conf (``checks:``) evaluated on ``df`` first;
@@ -286,32 +262,22 @@ class JobContext:
         """
         return self._run.write_delta(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
-            merge_schema=merge_schema, checks=checks,
-            merge_on=(merge_on,) if isinstance(merge_on, str) else tuple(merge_on))
+            merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on))
 
     def write_iceberg(self, df: DataFrame, table: str, *, mode: IcebergWriteMode = "append",
-                      keys: str | Sequence[str] = (), checks: str | None = None
-                      ) -> WriteResult:
-        """Write ``df`` to the Iceberg table ``table`` (``catalog.namespace.table``; created
-        when missing) in one snapshot carrying this run: a replay finds it and writes
-        nothing; a target holding a run the state does not know is refused.
-
-        Args:
-            mode: ``append``, ``overwrite`` (the whole table) or ``merge`` (an upsert on
-                ``keys``).
-            checks: a rule set of the job's conf evaluated on ``df`` first, as for
-                ``write_delta``.
+                      keys: str | Sequence[str] = (), checks: str | None = None) -> WriteResult:
+        """Write ``df`` to the Iceberg table ``table`` (``catalog.namespace.table``; created when
+        missing) in one snapshot carrying this run, as ``write_delta`` does (``checks`` too):
+        ``mode`` ``append``, ``overwrite`` (the whole table) or ``merge`` (an upsert on ``keys``).
 
         Returns:
-            A ``WriteResult`` whose ``version`` is the snapshot id; ``skipped`` when
-            nothing was committed.
+            A ``WriteResult``, ``version`` the snapshot id; ``skipped`` when nothing was committed.
 
         Raises:
             IcebergError, JobError, DataQualityError, StateBehindTargetsError
             SparkFeatureError: a Spark line Iceberg has no runtime for.
         """
-        return self._run.write_iceberg(df, table, mode=mode, checks=checks,
-                                       keys=(keys,) if isinstance(keys, str) else tuple(keys))
+        return self._run.write_iceberg(df, table, mode=mode, checks=checks, keys=_as_tuple(keys))
 
     def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
                       checks: str | None = None) -> WriteResult:
@@ -321,9 +287,8 @@ class JobContext:
                                 checks=checks)
 
     def write_files(self, df: DataFrame, target: str, *, format: str,
-                    options: Mapping[str, str] | None = None,
-                    partition_by: Sequence[str] = (), checks: str | None = None
-                    ) -> WriteResult:
+                    options: Mapping[str, str] | None = None, partition_by: Sequence[str] = (),
+                    checks: str | None = None) -> WriteResult:
         """Append ``df`` to the directory ``target`` as files of ``format`` (parquet, json,
         csv, orc, avro, xml, text; Spark's writer ``options``), with a manifest, exactly
         once per run; ``result.version`` is the run_seq. Raises as ``write_delta``."""
@@ -357,3 +322,13 @@ class JobContext:
 def job_run(ctx: JobContext) -> JobRun:
     """The runner's side of ``ctx``: for the runner and the Glue layer, not for jobs."""
     return ctx._run
+
+
+def _as_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
+    """One string or several, as a tuple."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _texts(options: Mapping[str, Any] | None) -> dict[str, str]:
+    """Reader options as Spark takes them: text keys and values."""
+    return {str(k): text_value(v) for k, v in (options or {}).items()}

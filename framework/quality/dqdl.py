@@ -77,6 +77,9 @@ _WHERE = {"RowCount", "Completeness", "IsComplete", "ColumnDataType", "ColumnCor
           "Uniqueness", "IsUnique", "Mean", "Sum", "StandardDeviation", "Variance", "Entropy",
           "DistinctValuesCount", "UniqueValueRatio", "ColumnLength", "IsPrimaryKey",
           "ColumnValues", "DataFreshness"}
+#: the rules on reference data, each a metric its query computes (``_ReferenceQueries``)
+_ON_REFERENCES = {"RowCountMatch", "ReferentialIntegrity", "AggregateMatch", "DatasetMatch",
+                  "SchemaMatch"}
 
 #: the GX expectation bounding each dataset metric GX has with Glue's meaning
 _METRIC_EXPECTATIONS = {
@@ -136,7 +139,7 @@ def parse_ruleset(text: str, column_types: Mapping[str, str], *,
     texts = [r.text for r in rules]
     if duplicated := sorted({t for t in texts if texts.count(t) > 1}):
         raise DqdlError(f"{duplicated[0]}: listed twice")
-    return Ruleset(tuple(rules), builder.metrics, nodes.analyzers, builder.evaluated)
+    return Ruleset(tuple(rules), builder.metrics, nodes.analyzers, builder.values.evaluated)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -193,12 +196,10 @@ class _Builder:
     def __init__(self, column_types: Mapping[str, str], history: History | None,
                  references: Mapping[str, Mapping[str, str]], row_composites: bool):
         self.types = dict(column_types)
-        self.history = history
-        self.references = references
+        self.values = _Values(history)
+        self.references = _ReferenceQueries(references, self.types)
         self.row_composites = row_composites
         self.metrics: dict[str, str] = {}
-        self.evaluated: dict[str, str] = {}
-        self.now = datetime.now(UTC).replace(second=0, microsecond=0, tzinfo=None)
 
     def rule(self, node: Simple | Composite) -> Rule:
         if isinstance(node, Composite):
@@ -214,7 +215,10 @@ class _Builder:
                             f"only {', '.join(sorted(_THRESHOLD))} do)")
         if node.where is not None and node.kind not in _WHERE:
             raise DqdlError(f"{node.text}: {node.kind} takes no where clause (as in Glue)")
-        rule = getattr(self, f"_{_snake(node.kind)}")(node)
+        if node.kind in _ON_REFERENCES:
+            rule = self._metric(node, None, self.references.query(node))
+        else:
+            rule = getattr(self, f"_{_snake(node.kind)}")(node)
         if (name := _metric_name(node)) is not None:
             self.metrics.setdefault(rule.text, name)
         return rule
@@ -245,16 +249,16 @@ class _Builder:
     # --- row-level rules --------------------------------------------------------------
 
     def _is_complete(self, node: Simple) -> Rule:
-        column = self._column(node, condition=False)
+        column = _column(node, condition=False)
         return self._row(node, f"{quoted(column)} IS NOT NULL")
 
     def _column_values(self, node: Simple) -> Rule:
-        column, condition = self._column(node), self._condition(node)
+        column, condition = _column(node), _condition(node)
         return self._row(node, self._values_test(node, column, condition))
 
     def _column_length(self, node: Simple) -> Rule:
-        column, condition = self._column(node), self._condition(node)
-        values = self._resolved(node, condition)
+        column, condition = _column(node), _condition(node)
+        values = self.values.resolved(node, condition)
         if condition.operator in ("matches", "not matches") or not all(
                 _is_number(v) for v in values):
             raise DqdlError(f"{node.text}: ColumnLength compares the length with numbers")
@@ -263,7 +267,7 @@ class _Builder:
                                         condition.operator, values))
 
     def _column_data_type(self, node: Simple) -> Rule:
-        column, condition = self._column(node), self._condition(node)
+        column, condition = _column(node), _condition(node)
         if condition.operator not in ("=", "!=") or not isinstance(condition.values[0], str):
             raise DqdlError(f"{node.text}: ColumnDataType compares with = or != a type name,"
                             ' e.g. ColumnDataType "id" = "INTEGER"')
@@ -293,18 +297,18 @@ class _Builder:
 
     def _is_unique(self, node: Simple) -> Rule:
         if node.where is None and len(node.arguments) == 1:
-            return _yaml_kind(node, self._column(node, condition=False))
+            return _yaml_kind(node, _column(node, condition=False))
         return self._unique_rows(node, primary=False)
 
     def _is_primary_key(self, node: Simple) -> Rule:
         if node.where is None:
-            return _yaml_kind(node, list(self._columns(node)))
+            return _yaml_kind(node, list(_columns(node)))
         return self._unique_rows(node, primary=True)
 
     def _unique_rows(self, node: Simple, *, primary: bool) -> Rule:
         """IsUnique of several columns, or either rule with ``where``: GX counts the rows
         (of those ``where`` keeps) whose values others have too (or, for a key, NULL)."""
-        columns = [_braced(quoted(c)) for c in self._columns(node)]
+        columns = [_braced(quoted(c)) for c in _columns(node)]
         keys = ", ".join(columns)
         shared = f"count(*) OVER (PARTITION BY {keys})"
         nulls = " OR ".join(f"{c} IS NULL" for c in columns)
@@ -317,7 +321,7 @@ class _Builder:
     # --- dataset-level rules ----------------------------------------------------------
 
     def _column_exists(self, node: Simple) -> Rule:
-        return _yaml_kind(node, self._column(node, condition=False))
+        return _yaml_kind(node, _column(node, condition=False))
 
     def _row_count(self, node: Simple) -> Rule:
         if node.arguments:
@@ -330,31 +334,31 @@ class _Builder:
         return self._metric(node, {}, str(len(self.types)), whole=True)
 
     def _completeness(self, node: Simple) -> Rule:
-        column = _braced(quoted(self._column(node)))
-        return self._metric(node, {"column": self._column(node)}, (
+        column = _braced(quoted(_column(node)))
+        return self._metric(node, {"column": _column(node)}, (
             f"SELECT avg(CASE WHEN {column} IS NOT NULL THEN 1.0D ELSE 0.0D END) FROM {{rows}}"))
 
     def _mean(self, node: Simple) -> Rule:
-        column = _braced(quoted(self._column(node)))
-        return self._metric(node, {"column": self._column(node)},
+        column = _braced(quoted(_column(node)))
+        return self._metric(node, {"column": _column(node)},
                             f"SELECT avg({column}) FROM {{rows}}")
 
     def _sum(self, node: Simple) -> Rule:
-        column = _braced(quoted(self._column(node)))
-        return self._metric(node, {"column": self._column(node)},
+        column = _braced(quoted(_column(node)))
+        return self._metric(node, {"column": _column(node)},
                             f"SELECT sum({column}) FROM {{rows}}")
 
     def _standard_deviation(self, node: Simple) -> Rule:
-        column = _braced(quoted(self._column(node)))  # Glue's is the population's
+        column = _braced(quoted(_column(node)))  # Glue's is the population's
         return self._metric(node, None, f"SELECT stddev_pop({column}) FROM {{rows}}")
 
     def _variance(self, node: Simple) -> Rule:
-        column = _braced(quoted(self._column(node)))
+        column = _braced(quoted(_column(node)))
         return self._metric(node, None, f"SELECT var_pop({column}) FROM {{rows}}")
 
     def _entropy(self, node: Simple) -> Rule:
         """-Σ p·ln p over the values' shares of the rows not NULL (Glue's, in nats)."""
-        column = _braced(quoted(self._column(node)))
+        column = _braced(quoted(_column(node)))
         counts = (f"SELECT count(*) AS n FROM {{rows}} WHERE {column} IS NOT NULL "
                   f"GROUP BY {column}")
         return self._metric(node, None, (
@@ -362,7 +366,7 @@ class _Builder:
             f"(SELECT CAST(count({column}) AS DOUBLE) AS t FROM {{rows}}) AS total"))
 
     def _distinct_values_count(self, node: Simple) -> Rule:
-        column = _braced(quoted(self._column(node)))  # NULL counts as a value, as in Glue
+        column = _braced(quoted(_column(node)))  # NULL counts as a value, as in Glue
         return self._metric(node, None, (
             f"SELECT count(DISTINCT {column}) + max(CASE WHEN {column} IS NULL THEN 1 "
             f"ELSE 0 END) FROM {{rows}}"))
@@ -377,21 +381,21 @@ class _Builder:
         return self._metric(node, None, self._frequencies(node, "count(*)"))
 
     def _frequencies(self, node: Simple, total: str) -> str:
-        columns = [_braced(quoted(c)) for c in self._columns(node, condition=True)]
+        columns = [_braced(quoted(c)) for c in _columns(node, condition=True)]
         present = " OR ".join(f"{c} IS NOT NULL" for c in columns)
         groups = (f"SELECT count(*) AS n FROM {{rows}} WHERE {present} "
                   f"GROUP BY {', '.join(columns)}")
         return f"SELECT CAST(count_if(n = 1) AS DOUBLE) / {total} FROM ({groups}) AS groups"
 
     def _column_correlation(self, node: Simple) -> Rule:
-        first, second = (_braced(quoted(c)) for c in self._columns(node, condition=True,
+        first, second = (_braced(quoted(c)) for c in _columns(node, condition=True,
                                                                     count=2))
         return self._metric(node, None, f"SELECT corr({first}, {second}) FROM {{rows}}")
 
     def _data_freshness(self, node: Simple) -> Rule:
         """Every row's age (hours since its time) meets the comparison: NULL fails."""
-        column, condition = self._column(node), self._condition(node)
-        ages = [_hours(v, node) for v in self._resolved(node, condition)]
+        column, condition = _column(node), _condition(node)
+        ages = [_hours(v, node) for v in self.values.resolved(node, condition)]
         age = (f"round((unix_timestamp(current_timestamp()) - unix_timestamp(try_cast("
                f"{_braced(quoted(column))} AS TIMESTAMP))) / 3600, 2)")
         fresh = _compare(age, condition.operator, ages)
@@ -432,102 +436,13 @@ class _Builder:
         return self._scalar(node, share, node.threshold)
 
     def _column_names_match_pattern(self, node: Simple) -> Rule:
-        [pattern] = self._strings(node, 1, 'ColumnNamesMatchPattern "[a-z_]+"')
+        [pattern] = _strings(node, 1, 'ColumnNamesMatchPattern "[a-z_]+"')
         if node.condition is not None:
             raise DqdlError(f"{node.text}: ColumnNamesMatchPattern takes no comparison")
         names = list(self.types)
         matching = sum(1 for n in names if re.search(pattern, n))
         ratio = matching / len(names) if names else 1.0
         return self._scalar(node, f"SELECT {ratio!r}", Condition("=", (1.0,)), metric=True)
-
-    # --- rules on reference data ------------------------------------------------------
-
-    def _row_count_match(self, node: Simple) -> Rule:
-        [alias] = self._strings(node, 1, 'RowCountMatch "reference" >= 0.9')
-        table = self._reference(node, alias)
-        return self._metric(node, None, (
-            f"SELECT CAST((SELECT count(*) FROM {{batch}}) AS DOUBLE) / "
-            f"(SELECT count(*) FROM {table})"))
-
-    def _referential_integrity(self, node: Simple) -> Rule:
-        """The share of rows whose values (all of them) are among the reference's."""
-        mine, theirs = self._strings(node, 2, 'ReferentialIntegrity "id" "reference.id" = 1.0')
-        alias, _, listed = theirs.partition(".")
-        table = self._reference(node, alias)
-        columns = [c.strip() for c in mine.split(",")]
-        others = [c.strip() for c in listed.strip("{}").split(",")]
-        if len(columns) != len(others) or not listed:
-            raise DqdlError(f"{node.text}: name as many reference columns as columns "
-                            "(\"a,b\" \"reference.{x,y}\")")
-        keys = ", ".join(f"{_braced(quoted(o))} AS k{i}" for i, o in enumerate(others))
-        on = " AND ".join(f"p.{_braced(quoted(c))} = r.k{i}" for i, c in enumerate(columns))
-        return self._metric(node, None, (
-            f"SELECT avg(CASE WHEN r.found THEN 1.0D ELSE 0.0D END) FROM {{batch}} AS p LEFT "
-            f"JOIN (SELECT DISTINCT {keys}, true AS found FROM {table}) AS r ON {on}"))
-
-    def _aggregate_match(self, node: Simple) -> Rule:
-        """sum or avg of a column over that of another (of the frame or a reference)."""
-        first, second = (self._aggregate(node, a) for a in self._strings(
-            node, 2, 'AggregateMatch "sum(amount)" "sum(reference.amount)" >= 0.9'))
-        return self._metric(node, None, (
-            f"SELECT CASE WHEN b = 0 THEN CASE WHEN a = 0 THEN 1.0D ELSE 0.0D END ELSE a / b "
-            f"END FROM (SELECT CAST(({first}) AS DOUBLE) AS a, CAST(({second}) AS DOUBLE) "
-            f"AS b) AS aggregates"))
-
-    def _aggregate(self, node: Simple, text: str) -> str:
-        found = re.fullmatch(r"\s*(sum|avg)\s*\(\s*(.+?)\s*\)\s*", text, re.I)
-        if not found:
-            raise DqdlError(f"{node.text}: {text!r} is not sum(column) or avg(column)")
-        function, column = found[1].lower(), found[2]
-        alias, dot, name = column.rpartition(".")
-        if dot and alias in self.references:
-            return f"SELECT {function}({_braced(quoted(name))}) FROM {self._reference(node, alias)}"
-        return f"SELECT {function}({_braced(quoted(column))}) FROM {{batch}}"
-
-    def _dataset_match(self, node: Simple) -> Rule:
-        """The share of rows whose key the reference has, with the same values in the
-        compared columns (all others, or those mapped); keys must be unique on both sides,
-        else the value is NULL and the rule fails."""
-        if len(node.arguments) not in (2, 3):
-            raise DqdlError(f'{node.text}: DatasetMatch takes "reference" "key->ref_key" and '
-                            'optionally "column->ref_column", and a comparison')
-        alias, keys, *compared = node.arguments
-        table = self._reference(node, alias)
-        key_pairs = _mapping(keys)
-        pairs = _mapping(compared[0]) if compared else [
-            (c, c) for c in self.types if c not in {k for k, _ in key_pairs}]
-        on = " AND ".join(f"p.{_braced(quoted(a))} = r.{_braced(quoted(b))}"
-                          for a, b in key_pairs)
-        same = " AND ".join(f"p.{_braced(quoted(a))} <=> r.{_braced(quoted(b))}"
-                            for a, b in pairs) or "true"
-        mine = ", ".join(_braced(quoted(a)) for a, _ in key_pairs)
-        theirs = ", ".join(_braced(quoted(b)) for _, b in key_pairs)
-        unique = (f"(SELECT count(*) = count(DISTINCT {mine}) FROM {{batch}}) AND "
-                  f"(SELECT count(*) = count(DISTINCT {theirs}) FROM {table})")
-        matched = (f"SELECT avg(CASE WHEN r.__deltamark_found AND {same} THEN 1.0D ELSE 0.0D "
-                   f"END) FROM {{batch}} AS p LEFT JOIN (SELECT *, true AS __deltamark_found "
-                   f"FROM {table}) AS r ON {on}")
-        return self._metric(node, None, f"SELECT CASE WHEN {unique} THEN ({matched}) END")
-
-    def _schema_match(self, node: Simple) -> Rule:
-        """The share of columns with the reference's name and type (0 when the counts
-        differ)."""
-        [alias] = self._strings(node, 1, 'SchemaMatch "reference" = 1.0')
-        self._reference(node, alias)
-        theirs = self.references[alias]
-        if len(theirs) != len(self.types):
-            ratio = 0.0
-        else:
-            same = sum(1 for c, t in self.types.items() if theirs.get(c) == t)
-            ratio = same / len(self.types) if self.types else 1.0
-        return self._metric(node, None, f"SELECT {ratio!r}")
-
-    def _reference(self, node: Simple, alias: str) -> str:
-        if alias not in self.references:
-            given = ", ".join(sorted(self.references)) or "none"
-            raise DqdlError(f"{node.text}: no reference data named {alias!r} (give it in "
-                            f"additional_data_sources; given: {given})")
-        return _braced(quoted(alias))
 
     # --- metrics and comparisons ------------------------------------------------------
 
@@ -536,8 +451,8 @@ class _Builder:
         """A rule on a dataset metric: GX's expectation of it where it has one with Glue's
         meaning (``domain``: its column; no ``where``, a range), else ``query`` (over
         ``{rows}``, the rows ``where`` keeps) compared by GX."""
-        condition = condition or self._condition(node)
-        values = self._resolved(node, condition)
+        condition = condition or _condition(node)
+        values = self.values.resolved(node, condition)
         expectation = _METRIC_EXPECTATIONS.get(node.kind)
         if (expectation and domain is not None and node.where is None
                 and condition.operator in (">", ">=", "<", "<=", "=", "between")
@@ -556,7 +471,7 @@ class _Builder:
                 metric: bool = False) -> Rule:
         """A rule on the one value ``query`` computes (braces escaped for GX): GX finds it
         failing when the value breaks ``condition`` (or is NULL)."""
-        values = self._resolved(node, condition)
+        values = self.values.resolved(node, condition)
         test = _braced(_compare("value", condition.operator, values))
         check = (f"SELECT value FROM (SELECT ({query}) AS value) AS metric "
                  f"WHERE NOT coalesce({test}, false)")
@@ -570,7 +485,162 @@ class _Builder:
             return "{batch}"
         return f"(SELECT * FROM {{batch}} WHERE {_braced(node.where)}) AS kept"
 
-    def _resolved(self, node: Simple, condition: Condition) -> list[Any]:
+    # --- ColumnValues -----------------------------------------------------------------
+
+    def _values_test(self, node: Simple, column: str, condition: Condition) -> str:
+        """ColumnValues' row test: NULLs fail but for != and not in (a NULL in the list
+        turns that round); NULL, EMPTY and WHITESPACES_ONLY name those values."""
+        values = self.values.resolved(node, condition)
+        name = quoted(column)
+        keywords = [v for v in values if isinstance(v, Keyword)]
+        plain = [v for v in values if not isinstance(v, Keyword)]
+        operator = condition.operator
+        if operator in ("matches", "not matches"):
+            [pattern] = plain
+            test = f"{name} RLIKE {_literal('^(?:' + str(pattern) + ')$')}"
+            found = test if operator == "matches" else f"NOT ({test})"
+            return f"{name} IS NOT NULL AND ({found})"
+        if keywords or operator in ("=", "!=", "in", "not in"):
+            positive = operator in ("=", "in")
+            tests = [_keyword(name, k) for k in keywords]
+            if plain:
+                operand = self._operand(column, plain)
+                tests.append(f"{operand} IN ({', '.join(_sql_value(v) for v in plain)})"
+                             if len(plain) > 1 or operator in ("in", "not in")
+                             else f"{operand} = {_sql_value(plain[0])}")
+            matched = " OR ".join(f"({t})" for t in tests)
+            null_listed = any(k.name == "NULL" for k in keywords)
+            if positive:
+                return matched if null_listed else f"{name} IS NOT NULL AND ({matched})"
+            if null_listed:
+                return f"{name} IS NOT NULL AND NOT ({matched})"
+            return f"{name} IS NULL OR NOT ({matched})"
+        operand = self._operand(column, values)
+        test = _compare(operand, operator, [_sql_value(v) for v in values], literal=True)
+        return f"{name} IS NOT NULL AND ({test})"
+
+    def _operand(self, column: str, values: Sequence[Any]) -> str:
+        """The column as compared: a string column compared with numbers is read as a
+        number (NULL where it is not one, so the row fails); compared with dates, a column
+        is read as a date (a ``"yyyy-mm-dd"``) or a time (``now()``)."""
+        name = quoted(column)
+        if values and all(_is_number(v) for v in values) and self.types.get(column) == "string":
+            return f"try_cast({name} AS DOUBLE)"
+        if values and all(isinstance(v, datetime) for v in values):
+            return f"try_cast({name} AS TIMESTAMP)"
+        if values and all(isinstance(v, str) and _DATE.fullmatch(v) for v in values):
+            return f"try_cast({name} AS DATE)"  # a time compares by its day, as in Glue
+        return name
+
+
+class _ReferenceQueries:
+    """The queries of the rules on reference data, which read each reference dataset as a
+    table of its alias."""
+
+    def __init__(self, references: Mapping[str, Mapping[str, str]],
+                 types: Mapping[str, str]):
+        self.references = references
+        self.types = types
+
+    def query(self, node: Simple) -> str:
+        """The query computing the metric of ``node``, a rule on reference data."""
+        return getattr(self, f"_{_snake(node.kind)}")(node)
+
+    def _row_count_match(self, node: Simple) -> str:
+        [alias] = _strings(node, 1, 'RowCountMatch "reference" >= 0.9')
+        table = self._table(node, alias)
+        return (f"SELECT CAST((SELECT count(*) FROM {{batch}}) AS DOUBLE) / "
+                f"(SELECT count(*) FROM {table})")
+
+    def _referential_integrity(self, node: Simple) -> str:
+        """The share of rows whose values (all of them) are among the reference's."""
+        mine, theirs = _strings(node, 2, 'ReferentialIntegrity "id" "reference.id" = 1.0')
+        alias, _, listed = theirs.partition(".")
+        table = self._table(node, alias)
+        columns = [c.strip() for c in mine.split(",")]
+        others = [c.strip() for c in listed.strip("{}").split(",")]
+        if len(columns) != len(others) or not listed:
+            raise DqdlError(f"{node.text}: name as many reference columns as columns "
+                            "(\"a,b\" \"reference.{x,y}\")")
+        keys = ", ".join(f"{_braced(quoted(o))} AS k{i}" for i, o in enumerate(others))
+        on = " AND ".join(f"p.{_braced(quoted(c))} = r.k{i}" for i, c in enumerate(columns))
+        return (f"SELECT avg(CASE WHEN r.found THEN 1.0D ELSE 0.0D END) FROM {{batch}} AS p "
+                f"LEFT JOIN (SELECT DISTINCT {keys}, true AS found FROM {table}) AS r ON {on}")
+
+    def _aggregate_match(self, node: Simple) -> str:
+        """sum or avg of a column over that of another (of the frame or a reference)."""
+        first, second = (self._aggregate(node, a) for a in _strings(
+            node, 2, 'AggregateMatch "sum(amount)" "sum(reference.amount)" >= 0.9'))
+        return (f"SELECT CASE WHEN b = 0 THEN CASE WHEN a = 0 THEN 1.0D ELSE 0.0D END ELSE "
+                f"a / b END FROM (SELECT CAST(({first}) AS DOUBLE) AS a, CAST(({second}) AS "
+                f"DOUBLE) AS b) AS aggregates")
+
+    def _aggregate(self, node: Simple, text: str) -> str:
+        found = re.fullmatch(r"\s*(sum|avg)\s*\(\s*(.+?)\s*\)\s*", text, re.I)
+        if not found:
+            raise DqdlError(f"{node.text}: {text!r} is not sum(column) or avg(column)")
+        function, column = found[1].lower(), found[2]
+        alias, dot, name = column.rpartition(".")
+        if dot and alias in self.references:
+            return f"SELECT {function}({_braced(quoted(name))}) FROM {self._table(node, alias)}"
+        return f"SELECT {function}({_braced(quoted(column))}) FROM {{batch}}"
+
+    def _dataset_match(self, node: Simple) -> str:
+        """The share of rows whose key the reference has, with the same values in the
+        compared columns (all others, or those mapped); keys must be unique on both sides,
+        else the value is NULL and the rule fails."""
+        if len(node.arguments) not in (2, 3):
+            raise DqdlError(f'{node.text}: DatasetMatch takes "reference" "key->ref_key" and '
+                            'optionally "column->ref_column", and a comparison')
+        alias, keys, *compared = node.arguments
+        table = self._table(node, alias)
+        key_pairs = _mapping(keys)
+        pairs = _mapping(compared[0]) if compared else [
+            (c, c) for c in self.types if c not in {k for k, _ in key_pairs}]
+        on = " AND ".join(f"p.{_braced(quoted(a))} = r.{_braced(quoted(b))}"
+                          for a, b in key_pairs)
+        same = " AND ".join(f"p.{_braced(quoted(a))} <=> r.{_braced(quoted(b))}"
+                            for a, b in pairs) or "true"
+        mine = ", ".join(_braced(quoted(a)) for a, _ in key_pairs)
+        theirs = ", ".join(_braced(quoted(b)) for _, b in key_pairs)
+        unique = (f"(SELECT count(*) = count(DISTINCT {mine}) FROM {{batch}}) AND "
+                  f"(SELECT count(*) = count(DISTINCT {theirs}) FROM {table})")
+        matched = (f"SELECT avg(CASE WHEN r.__deltamark_found AND {same} THEN 1.0D ELSE 0.0D "
+                   f"END) FROM {{batch}} AS p LEFT JOIN (SELECT *, true AS __deltamark_found "
+                   f"FROM {table}) AS r ON {on}")
+        return f"SELECT CASE WHEN {unique} THEN ({matched}) END"
+
+    def _schema_match(self, node: Simple) -> str:
+        """The share of columns with the reference's name and type (0 when the counts
+        differ)."""
+        [alias] = _strings(node, 1, 'SchemaMatch "reference" = 1.0')
+        self._table(node, alias)
+        theirs = self.references[alias]
+        if len(theirs) != len(self.types):
+            ratio = 0.0
+        else:
+            same = sum(1 for c, t in self.types.items() if theirs.get(c) == t)
+            ratio = same / len(self.types) if self.types else 1.0
+        return f"SELECT {ratio!r}"
+
+    def _table(self, node: Simple, alias: str) -> str:
+        if alias not in self.references:
+            given = ", ".join(sorted(self.references)) or "none"
+            raise DqdlError(f"{node.text}: no reference data named {alias!r} (give it in "
+                            f"additional_data_sources; given: {given})")
+        return _braced(quoted(alias))
+
+
+class _Values:
+    """A rule's comparison values computed, ``last(k)`` from the metric's ``history``;
+    ``evaluated`` has each dynamic rule with its values filled in."""
+
+    def __init__(self, history: History | None):
+        self.history = history
+        self.evaluated: dict[str, str] = {}
+        self.now = datetime.now(UTC).replace(second=0, microsecond=0, tzinfo=None)
+
+    def resolved(self, node: Simple, condition: Condition) -> list[Any]:
         """The condition's values computed: numbers, texts, keywords, datetimes."""
         values = [self._value(node, v) for v in condition.values]
         if any(isinstance(v, Expression) and v.dynamic for v in condition.values):
@@ -631,87 +701,45 @@ class _Builder:
         found = list(self.history(name))[:count] if self.history and name else []
         return [float(v) for v in found] or [0.0]
 
-    # --- ColumnValues -----------------------------------------------------------------
 
-    def _values_test(self, node: Simple, column: str, condition: Condition) -> str:
-        """ColumnValues' row test: NULLs fail but for != and not in (a NULL in the list
-        turns that round); NULL, EMPTY and WHITESPACES_ONLY name those values."""
-        values = self._resolved(node, condition)
-        name = quoted(column)
-        keywords = [v for v in values if isinstance(v, Keyword)]
-        plain = [v for v in values if not isinstance(v, Keyword)]
-        operator = condition.operator
-        if operator in ("matches", "not matches"):
-            [pattern] = plain
-            test = f"{name} RLIKE {_literal('^(?:' + str(pattern) + ')$')}"
-            found = test if operator == "matches" else f"NOT ({test})"
-            return f"{name} IS NOT NULL AND ({found})"
-        if keywords or operator in ("=", "!=", "in", "not in"):
-            positive = operator in ("=", "in")
-            tests = [_keyword(name, k) for k in keywords]
-            if plain:
-                operand = self._operand(column, plain)
-                tests.append(f"{operand} IN ({', '.join(_sql_value(v) for v in plain)})"
-                             if len(plain) > 1 or operator in ("in", "not in")
-                             else f"{operand} = {_sql_value(plain[0])}")
-            matched = " OR ".join(f"({t})" for t in tests)
-            null_listed = any(k.name == "NULL" for k in keywords)
-            if positive:
-                return matched if null_listed else f"{name} IS NOT NULL AND ({matched})"
-            if null_listed:
-                return f"{name} IS NOT NULL AND NOT ({matched})"
-            return f"{name} IS NULL OR NOT ({matched})"
-        operand = self._operand(column, values)
-        test = _compare(operand, operator, [_sql_value(v) for v in values], literal=True)
-        return f"{name} IS NOT NULL AND ({test})"
+def _column(node: Simple, *, condition: bool = True) -> str:
+    """The one column a rule names, with a comparison (``condition``) or without."""
+    if len(node.arguments) != 1 or not isinstance(node.arguments[0], str):
+        raise DqdlError(f"{node.text}: {node.kind} takes one quoted column name")
+    if condition:
+        _condition(node)
+    elif node.condition is not None:
+        raise DqdlError(f"{node.text}: {node.kind} takes no comparison")
+    return node.arguments[0]
 
-    def _operand(self, column: str, values: Sequence[Any]) -> str:
-        """The column as compared: a string column compared with numbers is read as a
-        number (NULL where it is not one, so the row fails); compared with dates, a column
-        is read as a date (a ``"yyyy-mm-dd"``) or a time (``now()``)."""
-        name = quoted(column)
-        if values and all(_is_number(v) for v in values) and self.types.get(column) == "string":
-            return f"try_cast({name} AS DOUBLE)"
-        if values and all(isinstance(v, datetime) for v in values):
-            return f"try_cast({name} AS TIMESTAMP)"
-        if values and all(isinstance(v, str) and _DATE.fullmatch(v) for v in values):
-            return f"try_cast({name} AS DATE)"  # a time compares by its day, as in Glue
-        return name
 
-    # --- arguments --------------------------------------------------------------------
+def _condition(node: Simple) -> Condition:
+    """The comparison of a rule that needs one."""
+    if node.condition is None:
+        raise DqdlError(f"{node.text}: {node.kind} needs a comparison, e.g. > 0, "
+                        "between 1 and 5, in [\"a\", \"b\"], matches \"[a-z]+\"")
+    return node.condition
 
-    def _column(self, node: Simple, *, condition: bool = True) -> str:
-        if len(node.arguments) != 1 or not isinstance(node.arguments[0], str):
-            raise DqdlError(f"{node.text}: {node.kind} takes one quoted column name")
-        if condition:
-            self._condition(node)
-        elif node.condition is not None:
-            raise DqdlError(f"{node.text}: {node.kind} takes no comparison")
-        return node.arguments[0]
 
-    def _condition(self, node: Simple) -> Condition:
-        """The comparison of a rule that needs one."""
-        if node.condition is None:
-            raise DqdlError(f"{node.text}: {node.kind} needs a comparison, e.g. > 0, "
-                            "between 1 and 5, in [\"a\", \"b\"], matches \"[a-z]+\"")
-        return node.condition
+def _columns(node: Simple, *, condition: bool = False, count: int | None = None
+             ) -> tuple[str, ...]:
+    """The columns a rule names (``count`` of them if given), with a comparison or without."""
+    if not node.arguments or (count is not None and len(node.arguments) != count):
+        raise DqdlError(f"{node.text}: {node.kind} takes "
+                        f"{count or 'one or more'} quoted column names")
+    if condition:
+        _condition(node)
+    elif node.condition is not None:
+        raise DqdlError(f"{node.text}: {node.kind} takes quoted column names only")
+    return tuple(node.arguments)
 
-    def _columns(self, node: Simple, *, condition: bool = False, count: int | None = None
-                 ) -> tuple[str, ...]:
-        if not node.arguments or (count is not None and len(node.arguments) != count):
-            raise DqdlError(f"{node.text}: {node.kind} takes "
-                            f"{count or 'one or more'} quoted column names")
-        if condition:
-            self._condition(node)
-        elif node.condition is not None:
-            raise DqdlError(f"{node.text}: {node.kind} takes quoted column names only")
-        return tuple(node.arguments)
 
-    def _strings(self, node: Simple, count: int, example: str) -> list[str]:
-        if len(node.arguments) != count:
-            raise DqdlError(f"{node.text}: {node.kind} takes {count} quoted "
-                            f"{'value' if count == 1 else 'values'}, e.g. {example}")
-        return list(node.arguments)
+def _strings(node: Simple, count: int, example: str) -> list[str]:
+    """The ``count`` quoted values a rule takes (``example`` shows them when they are not)."""
+    if len(node.arguments) != count:
+        raise DqdlError(f"{node.text}: {node.kind} takes {count} quoted "
+                        f"{'value' if count == 1 else 'values'}, e.g. {example}")
+    return list(node.arguments)
 
 
 def _yaml_kind(node: Simple, argument: Any) -> Rule:
