@@ -210,37 +210,51 @@ def test_a_crash_around_the_iceberg_commit_then_recovery_writes_every_row_once(w
 
 @needs_runtime
 @pytest.mark.compat
-@pytest.mark.parametrize("catalog", ["path", "jdbc"])
+@pytest.mark.parametrize("catalog", ["path", "path on S3", "jdbc"])
 def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row_once(
         ws, request, catalog):
-    """The run and its JVM SIGKILLed as the table's commit appears: in a path catalog, its
-    next metadata file (the version hint is written after it); in a JDBC catalog, the
-    catalog's row naming that file. In CI; at every instant with DELTAMARK_FULL_MATRIX=1.
-    The next run recovers: each row once, each run committed once."""
+    """The run and its JVM SIGKILLed as the table's commit appears: in a path catalog (on
+    a disk, on S3), its next metadata file (the version hint is written after it); in a
+    JDBC catalog, the catalog's row naming that file. In CI; at every instant with
+    DELTAMARK_FULL_MATRIX=1. The next run recovers: each row once, each run once."""
+    if catalog != "path" and spark_line().name != "4.1":
+        pytest.skip(f"a {catalog} catalog's commit and its recovery are Iceberg's and "
+                    "deltamark's own on every line: killed on 4.1 (CI's part there)")
+
+    def rows(name):
+        ws.spark.catalog.refreshTable(name)  # committed by other processes too
+        return sorted((r.id, r.source_file.rsplit("/", 1)[-1])
+                      for r in ws.spark.table(name).collect())
+
+    def run():
+        assert ws.run("copy").status == "succeeded"
+
     if catalog == "path":
         table = f"{ws.use_iceberg()}.target"
         directory = Path(ws.spark.conf.get("spark.sql.catalog.lake.warehouse"),
                          *table.split(".")[1:])
         commits = files(directory / "metadata", "v*.metadata.json")
+        data = files(directory / "data", "**/*.parquet")
+    elif catalog == "path on S3":
+        import pyarrow.fs as pafs
 
-        def rows(name):
-            ws.spark.catalog.refreshTable(name)  # committed by other processes too
-            return sorted((r.id, r.source_file.rsplit("/", 1)[-1])
-                          for r in ws.spark.table(name).collect())
+        from framework import storage
 
-        def run():
-            assert ws.run("copy").status == "succeeded"
+        warehouse = f"{request.getfixturevalue('bucket')}/warehouse"
+        table = f"""{ws.use_iceberg({"spark.sql.catalog.s3kill": iceberg.CATALOG_CLASSES[0],
+                                     "spark.sql.catalog.s3kill.type": "hadoop",
+                                     "spark.sql.catalog.s3kill.warehouse": warehouse
+                                     })}.target"""
+        fs, root, _ = storage.filesystem("/".join([warehouse, *table.split(".")[1:]]))
 
-        ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
-        ws.land(rows=1)
-        run()  # the table made: a later commit is one more metadata file
+        def objects(under: str, suffix: str):
+            return lambda: sum(f.path.endswith(suffix) for f in fs.get_file_info(
+                pafs.FileSelector(f"{root}/{under}", allow_not_found=True, recursive=True)))
+
+        commits, data = objects("metadata", ".metadata.json"), objects("data", ".parquet")
     else:  # its runs are processes of their own, whose sessions find the JDBC driver
         import pyarrow as pa
         from pyiceberg.catalog.sql import SqlCatalog
-
-        if spark_line().name != "4.1":
-            pytest.skip("a JDBC catalog's commit and its recovery are Iceberg's and "
-                        "deltamark's own on every line: killed on 4.1 (CI's part there)")
 
         db = request.getfixturevalue("pg_server").database()
         ws.connect(db)
@@ -251,10 +265,13 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
             "spark.sql.catalog.pgkill.jdbc.password": db.password,
             "spark.sql.catalog.pgkill.warehouse": str(ws.root / "warehouse")},
             session=False)}.target"""
-        directory = Path(ws.root, "warehouse", *table.split(".")[1:])
         reader = SqlCatalog("pgkill", uri=db.url.replace("jdbc:postgresql://", (
             f"postgresql+psycopg://{db.user}:{db.password}@")),
             warehouse=f"file://{ws.root}/warehouse")
+        reader.create_namespace(table.split(".")[1])  # the table made without a JVM
+        reader.create_table(table.split(".", 1)[1], schema=pa.schema(
+            [("id", pa.int64()), ("source_file", pa.string())]))
+        data = files(Path(ws.root, "warehouse", *table.split(".")[1:], "data"), "**/*.parquet")
 
         def commits() -> int:  # the version of the metadata file the catalog's row names
             found = db.query("SELECT metadata_location FROM iceberg_tables WHERE "
@@ -270,14 +287,14 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
             _, err = process.communicate(timeout=300)
             assert process.returncode == 0, err[-3000:]
 
-        ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
-        reader.create_namespace(table.split(".")[1])  # the table made without a JVM
-        reader.create_table(table.split(".", 1)[1], schema=pa.schema(
-            [("id", pa.int64()), ("source_file", pa.string())]))
+    ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
+    if catalog != "jdbc":
+        ws.land(rows=1)
+        run()  # the table made: a later commit is one more metadata file
     for instant in INSTANTS if FULL_MATRIX else ["at"]:
         ws.land(rows=2)
         kill_when_committing(ws, ws.start_run("copy", own_group=True), instant, commits,
-                             files(directory / "data", "**/*.parquet"))
+                             data)
         ws.land(rows=1)
         run()
         assert_exactly_once(ws, table, rows=rows)
