@@ -125,21 +125,28 @@ def kill_when_committing(ws, process, instant: str, commits: Callable[[], int],
                 delay=0.2 if instant == "after" else 0.0)
 
 
-#: target kind -> its commits on storage, its data files (None: not files), and its rows
-#: as (id, source file name): each of a workspace ``ws`` whose target is ``target``
-TARGET_KINDS: dict[str, Callable[..., tuple[Callable[[], int], Callable[[], int] | None,
-                                                Callable[[str], list]]]] = {
-    "delta": lambda ws, target: (files(f"{target}/_delta_log", "*.json"),
-                                 files(target, "*.parquet"), ws.rows),
-    "parquet": lambda ws, target: (
-        files(f"{target}/_deltamark/commits", "*.json"),
-        files(f"{target}/_deltamark/staging", "**/*.parquet"),
-        lambda t: sorted((r.id, r.source_file.rsplit("/", 1)[-1])
-                         for r in ws.spark.read.parquet(t).collect())),
-}
+def objects(prefix: str, suffix: str, *, recursive: bool = False) -> Callable[[], int]:
+    """How many objects under ``prefix`` (a path or URI, S3's too) end with ``suffix``."""
+    import pyarrow.fs as pafs
+
+    from framework import storage
+
+    fs, root, _ = storage.filesystem(prefix)
+    return lambda: sum(f.path.endswith(suffix) for f in fs.get_file_info(
+        pafs.FileSelector(root, allow_not_found=True, recursive=recursive)))
 
 
-def _database_kind(db):
+def _watched(ws, kind: str, target: str, db=None):
+    """A ``kind`` target's commits on storage, its data files (None: not files), and how
+    to read its rows as (id, source file name)."""
+    if kind == "delta":
+        return files(f"{target}/_delta_log", "*.json"), files(target, "*.parquet"), ws.rows
+    if kind == "parquet":
+        return (files(f"{target}/_deltamark/commits", "*.json"),
+                files(f"{target}/_deltamark/staging", "**/*.parquet"),
+                lambda t: sorted((r.id, r.source_file.rsplit("/", 1)[-1])
+                                 for r in ws.spark.read.parquet(t).collect()))
+
     def marks() -> int:
         count = "SELECT count(*) FROM deltamark_commits"
         try:
@@ -169,12 +176,11 @@ def test_a_run_killed_from_outside_as_its_target_commits_lands_every_row_once(
         db = sqlite_database(tmp_path) if kind == "sqlite" else \
             request.getfixturevalue("pg_server").database()
         ws.connect(db)
-        target, (commits, data, rows) = "landed", _database_kind(db)
+        target, (commits, data, rows) = "landed", _watched(ws, "jdbc", "landed", db)
         ws.declare(cls="CopyFilesTo", kind="jdbc", target=target, connection="db",
                    lineage="source_file")
     else:
-        target = ws.target
-        commits, data, rows = TARGET_KINDS[kind.split("-")[0]](ws, target)
+        target, (commits, data, rows) = ws.target, _watched(ws, kind.split("-")[0], ws.target)
         ws.declare(cls="CopyFilesTo", kind=kind.split("-")[0], lineage="source_file")
     for instant in INSTANTS if FULL_MATRIX else ["at"]:
         if instant == "before" and data is None:

@@ -17,6 +17,7 @@ from test_exactly_once import (
     crash,
     files,
     kill_when_committing,
+    objects,
 )
 
 from framework import admin, iceberg
@@ -236,22 +237,14 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
         commits = files(directory / "metadata", "v*.metadata.json")
         data = files(directory / "data", "**/*.parquet")
     elif catalog == "path on S3":
-        import pyarrow.fs as pafs
-
-        from framework import storage
-
         warehouse = f"{request.getfixturevalue('bucket')}/warehouse"
         table = f"""{ws.use_iceberg({"spark.sql.catalog.s3kill": iceberg.CATALOG_CLASSES[0],
                                      "spark.sql.catalog.s3kill.type": "hadoop",
                                      "spark.sql.catalog.s3kill.warehouse": warehouse
                                      })}.target"""
-        fs, root, _ = storage.filesystem("/".join([warehouse, *table.split(".")[1:]]))
-
-        def objects(under: str, suffix: str):
-            return lambda: sum(f.path.endswith(suffix) for f in fs.get_file_info(
-                pafs.FileSelector(f"{root}/{under}", allow_not_found=True, recursive=True)))
-
-        commits, data = objects("metadata", ".metadata.json"), objects("data", ".parquet")
+        directory = "/".join([warehouse, *table.split(".")[1:]])
+        commits = objects(f"{directory}/metadata", ".metadata.json")
+        data = objects(f"{directory}/data", ".parquet", recursive=True)
     else:  # its runs are processes of their own, whose sessions find the JDBC driver
         import pyarrow as pa
         from pyiceberg.catalog.sql import SqlCatalog

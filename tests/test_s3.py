@@ -382,17 +382,11 @@ def test_a_run_killed_from_outside_as_its_commit_appears_on_s3_lands_every_row_o
         ws, bucket):
     """The run and its JVM SIGKILLed as its Delta commit's object appears in the bucket
     (in CI; at every instant with DELTAMARK_FULL_MATRIX=1); the next run recovers."""
-    from tests.test_exactly_once import FULL_MATRIX, INSTANTS, kill_when_committing
+    from tests.test_exactly_once import FULL_MATRIX, INSTANTS, kill_when_committing, objects
 
     state = state_on_s3(ws, bucket, "native")
     landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
     ws.declare(landing=landing, target=target, lineage="source_file")
-
-    def objects(prefix: str, suffix: str):
-        fs, root, _ = storage.filesystem(prefix)
-        return lambda: sum(f.path.endswith(suffix) for f in fs.get_file_info(
-            pafs.FileSelector(root, allow_not_found=True)))
-
     landed: list[int] = []
     for batch, instant in enumerate(INSTANTS if FULL_MATRIX else ["at"], start=1):
         land(landing, batch * 2, rows=2)

@@ -88,12 +88,12 @@ def stage(spark: SparkSession, df: DataFrame, connection: Connection, table: str
         # missing table from another error (SQLite has none), fails: one made here is
         # dropped and made again with the rows' columns by the overwrite
         db.execute(f"CREATE TABLE IF NOT EXISTS {staging} (deltamark_placeholder INTEGER)")
-    try:
-        df.write.jdbc(connection.spark_url(), staging, mode="overwrite", properties=properties)
-    except spark_errors() as exc:
-        raise DatabaseError(connection.display, f"staging the rows for {table} failed: "
-                            f"{java_message(exc)}") from None
-    with connect(spark, connection) as db:
+        try:
+            df.write.jdbc(connection.spark_url(), staging, mode="overwrite",
+                          properties=properties)
+        except spark_errors() as exc:
+            raise DatabaseError(connection.display, f"staging the rows for {table} failed: "
+                                f"{java_message(exc)}") from None
         [(count,)] = db.rows(f"SELECT COUNT(*) FROM {staging}")
     return int(cast(str, count))  # COUNT(*) is never NULL
 
