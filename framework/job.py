@@ -28,6 +28,7 @@ from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, ListingMode, RewritePolicy
 from framework.sources.iceberg import Expired
 from framework.sources.malformed import BadRecords
+from framework.sources.schema_drift import EvolutionMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -107,8 +108,11 @@ class JobContext:
         queue: str | None = None, lineage_column: str | None = None,
         bad_records: BadRecords = "fail", bad_records_table: str | None = None,
         partition_filter: str | None = None,
+        schema_evolution: EvolutionMode | None = None,
+        rescued_data_column: str | bool = True,
     ) -> DataFrame:
-        """Read the files under ``paths`` (URIs, no globs) this context has not read yet.
+        """Read the files under ``paths`` (URIs, no globs) this context has not read yet,
+        every file by column name, with the schema the context has read so far.
 
         Args:
             format: json, csv, parquet, orc, xml (``options={"rowTag": ...}``), text, avro.
@@ -127,6 +131,12 @@ class JobContext:
                 it (counted) or ``quarantine`` it to the Delta table ``bad_records_table``.
             partition_filter: a Spark SQL condition on the ``key=value`` directories; files
                 it leaves out are neither read nor tracked (Glue's ``push_down_predicate``).
+            schema_evolution: a field the context's schema lacks: ``add_new_columns`` (the
+                default without ``schema``), ``rescue``, ``fail_on_new_columns`` or
+                ``none`` (the default with one: left out, and named); docs/sources.md.
+            rescued_data_column: the column values that do not fit go to, as JSON: by
+                default ``_rescued_data`` where the schema is inferred; False: none (such
+                a value fails the run).
 
         Raises:
             MissingContextError, SourceError
@@ -138,7 +148,8 @@ class JobContext:
             max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),
             listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND), queue=queue,
             lineage_column=lineage_column, bad_records=bad_records,
-            bad_records_table=bad_records_table, partition_filter=partition_filter)
+            bad_records_table=bad_records_table, partition_filter=partition_filter,
+            schema_evolution=schema_evolution, rescued_data_column=rescued_data_column)
         return self._run.read_files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from framework import iceberg
+from framework import humanize, iceberg
 from framework.bookmark_history import BookmarkHistory
 from framework.config import text_value
 from framework.delta import (
@@ -37,7 +37,7 @@ from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
-from framework.sources import files, jdbc, malformed
+from framework.sources import files, jdbc, malformed, schema_drift
 from framework.sources import iceberg as iceberg_source
 from framework.sources.bookmark_codec import encode
 from framework.sources.files import FileBookmark, FilePlan
@@ -96,6 +96,8 @@ class JobRun:
         #: database writes staged, to land when the job's code has returned (targets)
         self._staged: list[str] = []
         self._published: dict[str, str] = {}
+        #: context -> what its files changed in its schema, in words (the run's report)
+        self.schema_changes: dict[str, list[str]] = {}
         self._datasets = RunDatasets()
 
     # --- sources ----------------------------------------------------------------------
@@ -145,11 +147,12 @@ class JobRun:
                                  why, ", ".join(named[:10]),
                                  f" and {len(named) - 10} more" if len(named) > 10 else "")
         try:
-            df = files.read_files(self.spark, source, plan)
-            read = [Dataset.at_path(path) for path in source.paths]
+            read = files.read_files(self.spark, source, plan, run_id=self.run_id)
+            self._schema_read(context, plan, read)
+            df, datasets = read.df, [Dataset.at_path(path) for path in source.paths]
             if source.bad_records == "fail" or not malformed.applies(source.format,
                                                                     source.options):
-                return self._read(context, read, df)
+                return self._read(context, datasets, df)
             df, bad = malformed.set_aside(df)
         except ValueError as exc:
             raise SourceError(self.job_name, context, str(exc)) from exc
@@ -162,7 +165,29 @@ class JobRun:
             raise SourceError(self.job_name, context, found or one_line(exc)) from exc
         if bad:
             self._set_aside(context, source, bad)
-        return self._read(context, read, df)
+        return self._read(context, datasets, df)
+
+    def _schema_read(self, context: str, plan: FilePlan, read: files.FilesRead) -> None:
+        """Record what ``read`` did to ``context``'s schema: in the state its run commits
+        (the schema, its changes), its counts and the log."""
+        if read.drift is not None and plan.state is not None:
+            self.plan.update_state(context, dataclasses.replace(
+                plan.state, schema=schema_drift.to_json(read.drift.schema),
+                schema_changes=read.drift.changes or None,
+                rescued_column=read.rescued_column))
+        said = []
+        if read.drift is not None and read.drift.changes != ("first read",):
+            said += list(read.drift.changes)
+        if read.drift is not None and read.drift.new:
+            self.plan.count(context, "new_columns_left_out", len(read.drift.new))
+            said.append(f"left out (schema_evolution='none'): {', '.join(read.drift.new)}")
+        if read.rescued:
+            self.plan.count(context, "rescued", sum(read.rescued.values()))
+            said += [f"{name}: {humanize.plural(count, 'value')} rescued to "
+                     f"{read.rescued_column}" for name, count in read.rescued.items()]
+        if said:
+            self.schema_changes[context] = said
+            self.log.warning("%s: schema: %s", context, "; ".join(said))
 
     def _set_aside(self, context: str, source: files.FileSource,
                    bad: list[tuple[str, str]]) -> None:

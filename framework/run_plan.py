@@ -147,6 +147,11 @@ class RunPlan:
     def add(self, read: SourceRead) -> None:
         self.reads[read.context] = read
 
+    def update_state(self, context: str, state: BookmarkState) -> None:
+        """Replace the state ``context`` commits (what reading it found, e.g. its files'
+        schema)."""
+        self.reads[context] = dataclasses.replace(self.reads[context], state=state)
+
     def count(self, context: str, name: str, value: int) -> None:
         """Add a count to what ``context`` read (e.g. its malformed records)."""
         read = self.reads[context]

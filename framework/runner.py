@@ -116,6 +116,8 @@ class RunReport:
     properties: Mapping[str, str] = field(default_factory=dict)
     #: why the run started Spark, or (status ``skipped``) why it did not
     preflight: str = ""
+    #: context -> what the run's files changed in its schema, and the values rescued
+    schema_changes: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 def run_job(
@@ -212,7 +214,8 @@ def run_job(
                      inputs=job_run.plan.inputs(), outputs=job_run.outputs(),
                      planned_files=job_run.plan.planned_files(),
                      set_aside=job_run.plan.set_aside(), recovered=recovered,
-                     properties=job_run.published(), preflight=ahead.reason)
+                     properties=job_run.published(), preflight=ahead.reason,
+                     schema_changes=job_run.schema_changes)
 
 
 def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mapping[str, str],

@@ -26,7 +26,8 @@ def read(ctx: JobContext, **overrides):
         reconcile_every=timedelta(seconds=float(p.get("reconcile_every_s", 86400))),
         queue=p.get("queue"),
         lineage_column=p.get("lineage"), bad_records=p.get("bad_records", "fail"),
-        bad_records_table=p.get("bad_records_table"))
+        bad_records_table=p.get("bad_records_table"),
+        schema_evolution=p.get("schema_evolution"))
     return ctx.read_files(p["landing"], **{**kwargs, **overrides})
 
 
@@ -34,7 +35,8 @@ class CopyFiles(IncrementalJob):
     """Landing files -> a Delta table, as they are."""
 
     def run(self, ctx):
-        ctx.write_delta(read(ctx), ctx.params["target"])
+        ctx.write_delta(read(ctx), ctx.params["target"],
+                        merge_schema=ctx.params.get("merge_schema") == "true")
 
 
 class CopyFilesTo(IncrementalJob):

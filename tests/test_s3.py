@@ -129,7 +129,7 @@ def test_new_objects_are_read_without_a_request_each_before_the_read(bucket, spa
         return s3a.get("object_metadata_request") + s3a.get("object_list_request")
 
     before = requests()
-    df = read_files(spark, source, plan)
+    df = read_files(spark, source, plan).df
     assert requests() == before
     spark.read.json([f.path for f in plan.files[:3]])
     assert requests() >= before + 3  # the counter sees Spark's checks of explicit paths

@@ -145,6 +145,8 @@ def _text(report: "RunReport") -> str:
                         f"({r.run_id}): {r.action.replace('_', ' ')}")
     for context, counts in report.inputs.items():
         lines.append(f"  read  {context}: {humanize.read(counts)}")
+        if changes := report.schema_changes.get(context):
+            lines.append(f"  schema {context}: {'; '.join(changes)}")
         if report.dry_run:
             lines += _listed(report.planned_files.get(context, []))
         for outcome, why in files.NOT_READ.items():

@@ -134,8 +134,10 @@ class EmbeddedEngine(DeltaEngine):
             _check_replace_where(path, files, replace_where)
             if current is not None and mode == "append" and \
                     schema.json() != spark_schema(current.schema_json).json():
-                # delta-rs can change the schema only in an overwrite commit: widen first.
-                log.add_columns(root, schema.json())
+                # delta-rs can change the schema only in an overwrite commit: widen first,
+                # in a commit saying whose write it prepares (not the write itself)
+                log.add_columns(root, schema.json(), user_metadata={
+                    log.SCHEMA_CHANGE: dict(metadata or {}).get("deltamark", {})})
             return log.commit_files(
                 root, files, mode=mode, schema_json=schema.json(), partition_by=partitions,
                 replace_where=replace_where, txn=txn, user_metadata=metadata,

@@ -20,6 +20,8 @@ from framework.errors import (
     SchemaMismatchError,
     VersionNotFoundError,
 )
+from framework.spark import quoted
+from framework.spark_types import Conversion, same, sql_type, widens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -32,6 +34,8 @@ WriteMode = Literal["append", "overwrite", "merge"]
 PlainWriteMode = Literal["append", "overwrite"]
 
 CHANGE_FEED = "delta.enableChangeDataFeed"
+#: the table property that lets Delta (4.0+, delta-spark) widen a column's type on write
+TYPE_WIDENING = "delta.enableTypeWidening"
 _GONE = ("the history after version {after} is no longer there ({detail}). Reset the "
          "reading context to reload the table in full, or run once with --bookmark disable.")
 
@@ -52,6 +56,8 @@ class DeltaEngine(ABC):
     """
 
     name: ClassVar[str]
+    #: whether writes widen column types where a table allows it (``TYPE_WIDENING``)
+    type_widening: ClassVar[bool] = False
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
@@ -121,7 +127,10 @@ class DeltaEngine(ABC):
         df = _without_char_lengths(df)
         current = log.snapshot(path) if log.is_table(path) else None
         partitions = _partitioning(path, current, tuple(partition_by))
-        df, schema = _conform(path, df, current, partitions, merge_schema=merge_schema)
+        df, schema = _conform(
+            path, df, current, partitions, merge_schema=merge_schema,
+            type_widening=self.type_widening and current is not None
+            and current.configuration.get(TYPE_WIDENING) == "true")
         if replace_where:
             if mode != "overwrite":
                 raise DeltaTableError(path, "replace_where needs mode='overwrite'.")
@@ -269,12 +278,15 @@ def _partitioning(path: str, current: Snapshot | None, asked: tuple[str, ...]) -
 
 
 def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Sequence[str],
-             *, merge_schema: bool) -> tuple[DataFrame, StructType]:
-    """Order ``df`` like the table, fill missing nullable columns, check types.
+             *, merge_schema: bool, type_widening: bool = False
+             ) -> tuple[DataFrame, StructType]:
+    """Bring ``df`` to the table's layout by name: columns in the table's order, missing
+    nullable columns and struct fields NULL, narrower types cast up; with
+    ``merge_schema``, new columns and struct fields added (as Delta's ``mergeSchema``),
+    and where ``type_widening``, wider types widen the table's.
 
     Returns the DataFrame to write and the schema the table will have after the write.
     """
-    from pyspark.sql import functions as fn
     from pyspark.sql.types import StructField, StructType
 
     incoming = {f.name: f for f in df.schema.fields}
@@ -289,38 +301,78 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
     if [(f.name, f.dataType) for f in df.schema.fields] == [
             (f.name, f.dataType) for f in table_fields] and not problems:
         return df, StructType(table_fields)  # already the table's layout: no projection
+    merger = _Merger(type_widening)
+    conversion = Conversion()
     columns, fields = [], []
     for field in table_fields:
         given = incoming.get(field.name)
-        if given is None:
-            columns.append(fn.lit(None).cast(field.dataType).alias(field.name))
-        elif _shape(given.dataType) != _shape(field.dataType):
-            problems.append(f"column '{field.name}' is {given.dataType.simpleString()} in the "
-                            f"data but {field.dataType.simpleString()} in the table")
+        wanted = field.dataType if given is None else merger.merged(
+            field.dataType, given.dataType, field.name)
+        if wanted is None:
             continue
-        else:
-            columns.append(fn.col(f"`{field.name}`"))
-        fields.append(field)
+        columns.append(f"CAST(NULL AS {sql_type(wanted)})" if given is None else
+                       conversion.convert(quoted(field.name), given.dataType, wanted,
+                                          field.name))
+        fields.append(StructField(field.name, wanted, field.nullable, field.metadata))
     new = [f for f in df.schema.fields if f.name not in {t.name for t in table_fields}]
-    if new and not merge_schema:
-        problems.append("new column(s) " + ", ".join(f"'{f.name}'" for f in new))
+    added = [f"'{f.name}'" for f in new] + [f"'{name}'" for name in merger.added]
+    if added and not merge_schema:
+        problems.append("new column(s) or field(s) " + ", ".join(added))
+    problems += merger.problems
     if problems:
         raise SchemaMismatchError(
-            path, problems,
-            "Cast the data to the table's types; pass merge_schema=True to add new columns.")
+            path, problems, "Cast the data to the table's types; pass merge_schema=True to "
+            "add new columns and fields.")
+    assert not conversion.misfits  # merged types only add fields and widen
     for field in new:
-        columns.append(fn.col(f"`{field.name}`"))
+        columns.append(quoted(field.name))
         fields.append(StructField(field.name, field.dataType, True))
-    return df.select(*columns), StructType(fields)
+    return (df.selectExpr(*[f"{sql} AS {quoted(f.name)}" for sql, f in zip(
+        columns, fields, strict=True)]), StructType(fields))
 
 
-def _shape(data_type: DataType) -> Any:
-    """``data_type`` as JSON without nullability or metadata: a NOT NULL nested field is a
-    constraint that the rows are checked against, not a different type."""
-    def strip(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items()
-                    if k not in ("nullable", "containsNull", "valueContainsNull", "metadata")}
-        return [strip(v) for v in node] if isinstance(node, list) else node
+class _Merger:
+    """The type a table's column has once data of another type is written to it (Delta's
+    schema merging), collecting the fields it adds and what it cannot merge."""
 
-    return strip(data_type.jsonValue())
+    def __init__(self, type_widening: bool):
+        self.type_widening = type_widening
+        self.added: list[str] = []
+        self.problems: list[str] = []
+
+    def merged(self, table: DataType, data: DataType, name: str) -> DataType | None:
+        from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+        if same(table, data) or widens(data, table):
+            return table
+        if isinstance(table, StructType) and isinstance(data, StructType):
+            given = {f.name: f for f in data.fields}
+            fields = []
+            for f in table.fields:
+                inner = f.dataType if f.name not in given else self.merged(
+                    f.dataType, given[f.name].dataType, f"{name}.{f.name}")
+                if inner is None:
+                    return None
+                fields.append(StructField(f.name, inner, f.nullable, f.metadata))
+            for f in data.fields:
+                if f.name not in table.fieldNames():
+                    self.added.append(f"{name}.{f.name}")
+                    fields.append(StructField(f.name, f.dataType, True))
+            return StructType(fields)
+        if isinstance(table, ArrayType) and isinstance(data, ArrayType):
+            element = self.merged(table.elementType, data.elementType, f"{name}[]")
+            return None if element is None else ArrayType(element, table.containsNull)
+        if isinstance(table, MapType) and isinstance(data, MapType) and \
+                same(table.keyType, data.keyType):
+            value = self.merged(table.valueType, data.valueType, f"{name}{{}}")
+            return None if value is None else MapType(table.keyType, value,
+                                                      table.valueContainsNull)
+        if self.type_widening and widens(table, data):
+            return data
+        hint = (" (a wider type: Delta widens a column only where the table has "
+                "delta.enableTypeWidening=true, on the native path)"
+                if widens(table, data) else "")
+        self.problems.append(f"column '{name}' is {data.simpleString()} in the data but "
+                             f"{table.simpleString()} in the table{hint}")
+        return None
+

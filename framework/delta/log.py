@@ -47,6 +47,7 @@ from state_tables.rows import empty_rows, mask
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "SCHEMA_CHANGE",
     "Added",
     "AppTransaction",
     "Commit",
@@ -675,13 +676,28 @@ def delete_all(path: str, *, user_metadata: Mapping[str, Any]) -> int:
     return table.version()
 
 
-def add_columns(path: str, schema_json: str) -> None:
-    """Add the new (nullable) top-level columns of ``schema_json`` to the table schema."""
+#: the userMetadata key of a commit that only changes the schema for a write that follows
+#: (the embedded path's), holding that write's ``deltamark`` metadata
+SCHEMA_CHANGE = "deltamarkSchema"
+
+
+def add_columns(path: str, schema_json: str, *,
+                user_metadata: Mapping[str, Any] | None = None) -> None:
+    """Add the new (nullable) columns of ``schema_json``, and its new fields of existing
+    columns' structs, to the table schema: one commit with no data (its ``userMetadata``
+    ``user_metadata``)."""
     table = _open(path)
-    existing = {f.name for f in table.schema().fields}
-    new = [f for f in Schema.from_json(schema_json).fields if f.name not in existing]
-    if new:
-        table.alter.add_columns([Field.from_json(f.to_json()) for f in new])
+    properties = _commit_properties(None, user_metadata)
+    existing = {f.name: f for f in table.schema().fields}
+    wanted = Schema.from_json(schema_json)
+    if any(f.name in existing and f.to_json() != existing[f.name].to_json()
+           for f in wanted.fields):  # a nested field: delta-rs merges those in a write
+        write_deltalake(table, pa.schema(wanted.to_arrow()).empty_table(), mode="append",
+                        schema_mode="merge", storage_options=storage.delta_options(path),
+                        commit_properties=properties)
+    elif new := [f for f in wanted.fields if f.name not in existing]:
+        table.alter.add_columns([Field.from_json(f.to_json()) for f in new],
+                                commit_properties=properties)
 
 
 def _filter_value(value: Any) -> str | list[str]:

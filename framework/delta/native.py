@@ -55,6 +55,7 @@ class NativeEngine(DeltaEngine):
     """Reads and writes with ``format("delta")``; Delta Spark skips replayed txns itself."""
 
     name = "native"
+    type_widening = True
 
     def read(self, path: str, *, version: int | None = None,
              timestamp: datetime | str | None = None, filters: Sequence[F.Filter] = ()
@@ -115,8 +116,8 @@ class NativeEngine(DeltaEngine):
             writer = writer.partitionBy(*partitions)
         if replace_where:
             writer = writer.option("replaceWhere", F.to_sql(replace_where))
-        if current is not None and len(schema) > len(spark_schema(current.schema_json)):
-            writer = writer.option("mergeSchema", "true")  # the data adds columns
+        if current is not None and schema.json() != spark_schema(current.schema_json).json():
+            writer = writer.option("mergeSchema", "true")  # the data adds columns or fields
         if txn is not None:
             writer = writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
         if metadata:

@@ -140,7 +140,9 @@ class _Reader(GlueApi):
                 exclusions=options.get("exclusions", ()),
                 bounded_files=_number(options.get("boundedFiles")),
                 bounded_size=_number(options.get("boundedSize")),
-                partition_filter=push_down_predicate or None)
+                partition_filter=push_down_predicate or None,
+                # a Glue frame has the columns of its files alone (no rescued-data column)
+                rescued_data_column=False)
         elif push_down_predicate:
             raise GlueUnsupportedError(
                 f"push_down_predicate on connection_type={connection_type!r}",

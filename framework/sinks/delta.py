@@ -130,9 +130,11 @@ def _fenced(commit: log.Commit, job: str, run_seq: int) -> bool:
 
 def _by_deltamark(commit: log.Commit, job: str) -> bool:
     """Whether ``job``'s runs or deltamark's actions on them made this target commit: a
-    run's write, the rollback of a rejected run, or a restore."""
+    run's write (or the schema change before it), the rollback of a rejected run, or a
+    restore."""
     meta = commit.user_metadata
     return (meta.get("deltamark", {}).get("job") == job
+            or meta.get(log.SCHEMA_CHANGE, {}).get("job") == job
             or meta.get("deltamarkRollback", {}).get("job") == job
             or meta.get(FENCE, {}).get("job") == job
             or "deltamarkRestore" in meta)

@@ -30,6 +30,7 @@ files by name (outcome ``adopted``), and from then on only names count.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import time
@@ -45,11 +46,11 @@ import pyarrow.fs as pafs
 
 from framework import humanize
 from framework.errors import one_line
-from framework.sources import Backlog, file_events, malformed
+from framework.sources import Backlog, file_events, malformed, schema_drift
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
 from framework.sources.listed_reads import ListedFile, read_listed
-from framework.spark import is_connect
+from framework.spark import is_connect, temporary_conf
 from framework.spark_lines import lacking, require
 from framework.storage import filesystem
 
@@ -126,6 +127,13 @@ class FileState:
     #: at or before this time (epoch ms) count as processed until the next run names them
     #: (stored only while set: later bookmarks have none)
     settled_ms: int | None = field(default=None, metadata={"stored_when_set": True})
+    #: the schema of what the context has read (Spark's JSON of a struct; None: not
+    #: tracked), and what its run changed in it (``schema_drift.Drift.changes``)
+    schema: Mapping[str, Any] | None = field(default=None, metadata={"stored_when_set": True})
+    schema_changes: tuple[str, ...] | None = field(default=None,
+                                                   metadata={"stored_when_set": True})
+    #: the column the context's reads put what does not fit in (None: none)
+    rescued_column: str | None = field(default=None, metadata={"stored_when_set": True})
 
     def describe(self) -> list[tuple[str, str]]:
         lines = [("totals", f"{humanize.plural(self.files_total, 'file')} "
@@ -136,10 +144,22 @@ class FileState:
             lines.append(("listed up to", f"{root}: {key}"))
         if self.full_listing_ms is not None:
             lines.append(("listed in full", _utc(self.full_listing_ms)))
+        if self.schema is not None:
+            lines.append(("schema", ", ".join(
+                f"{f['name']} {_simple(f['type'])}" for f in self.schema.get("fields", []))))
+        if self.schema_changes:
+            lines.append(("schema changes", "; ".join(self.schema_changes)))
         if self.settled_ms is not None:
             lines.append(("high-water mark", f"{_utc(self.settled_ms)} (files modified at "
                           "or before it count as processed until the next run names them)"))
         return lines
+
+
+def _simple(data_type: Any) -> str:
+    """A stored field type in short: ``bigint``, ``struct<...>``, ``array<...>``."""
+    if isinstance(data_type, str):
+        return data_type
+    return f"{data_type.get('type', '?')}<...>"
 
 
 def _utc(epoch_ms: int) -> str:
@@ -194,6 +214,12 @@ class FileSource:
     #: a Spark SQL condition on the ``key=value`` directories' values (text): files in
     #: directories it leaves out are neither read nor tracked (Glue's push_down_predicate)
     partition_filter: str | None = None
+    #: what new fields do to the context's schema (None: ``add_new_columns`` without a
+    #: ``schema``, ``none`` with one; ``framework.sources.schema_drift``)
+    schema_evolution: schema_drift.EvolutionMode | None = None
+    #: the column values that do not fit go to: True, ``_rescued_data`` where the schema is
+    #: inferred (``_rescued_column``); False, none (such a value fails the run)
+    rescued_data_column: str | bool = True
 
     def problems(self) -> list[str]:
         found = []
@@ -242,6 +268,10 @@ class FileSource:
                 elsewhere := [p for p in self.paths if not file_events.is_object_store(p)]):
             found.append(f"listing='notifications' reads S3 events: {elsewhere[0]} is not "
                          "an s3:// path")
+        if self.schema_evolution not in (None, *schema_drift.EVOLUTION_MODES):
+            found.append(f"schema_evolution must be one of "
+                         f"{', '.join(schema_drift.EVOLUTION_MODES)}, not "
+                         f"{self.schema_evolution!r}")
         if self.reconcile_ms < 0:
             found.append("reconcile_every must not be negative")
         if not self.paths:
@@ -504,7 +534,8 @@ def plan_files(
         listed_up_to=(_listed_up_to(listed, pending.slice(len(chosen)), source.paths,
                                     previous.listed_up_to)
                       if source.listing in ("start_after", "partitions") else {}),
-        full_listing_ms=now_ms if listing.complete else previous.full_listing_ms)
+        full_listing_ms=now_ms if listing.complete else previous.full_listing_ms,
+        schema=previous.schema, rescued_column=previous.rescued_column)
     return dataclasses.replace(plan, set_aside=tuple(set_aside), state=state)
 
 
@@ -599,45 +630,207 @@ def _listed_up_to(listed: pa.Table, backlog: pa.Table, roots: Sequence[str],
 # --- reading --------------------------------------------------------------------------
 
 
-def read_files(spark: SparkSession, source: FileSource, plan: FilePlan) -> DataFrame:
-    """The planned files as one DataFrame (Hive-style ``key=value`` directories become
-    columns). With no files: an empty DataFrame with ``source.schema`` (no columns if none).
+@dataclass(frozen=True)
+class FilesRead:
+    """A run's read of its planned files: the rows, and what they did to the context's
+    schema (``drift``: None where the job gave the schema, or the format has none)."""
+
+    df: DataFrame
+    drift: schema_drift.Drift | None = None
+    #: values that did not fit, by column (dotted paths), in the rescued-data column
+    rescued: Mapping[str, int] = field(default_factory=dict)
+    #: the rescued-data column the rows carry (None: none)
+    rescued_column: str | None = None
+
+
+def read_files(spark: SparkSession, source: FileSource, plan: FilePlan, *,
+               run_id: str = "") -> FilesRead:
+    """The planned files as one DataFrame, every file read by column name (Hive-style
+    ``key=value`` directories become columns), with the context's schema
+    (``framework.sources.schema_drift``). With no files: an empty DataFrame of the
+    context's schema (or ``source.schema``; no columns without either).
 
     Raises:
         ValueError: Spark would not read every planned file (a reader option filters
-            some, or one is outside the ``key=value`` directories of the others).
+            some, or one is outside the ``key=value`` directories of the others); new
+            columns under ``fail_on_new_columns``; a value that does not fit the job's
+            schema with no rescued-data column.
     """
-    from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
+    stored = (schema_drift.from_json(plan.state.schema)
+              if plan.state is not None and plan.state.schema is not None else None)
+    rescued_column = _rescued_column(source, plan)
     if not plan.files:
-        if source.schema is None:
-            return spark.createDataFrame([], StructType([]))
-        empty = spark.createDataFrame([], source.schema)
-        if source.lineage_column:
-            empty = empty.withColumn(source.lineage_column, F.lit(None).cast("string"))
-        return empty
+        schema = stored or source.schema
+        if schema is None:
+            return FilesRead(spark.createDataFrame([], StructType([])))
+        empty = _with_added(spark.createDataFrame([], schema), source, rescued_column,
+                            empty=True)
+        return FilesRead(empty, rescued_column=rescued_column)
     base_path = _base_path(source)
     if source.format == "avro" and not _spark_avro_available(spark):
         require("Avro files without Spark's Avro jar (spark-avro; python -m framework.jars "
                 "adds it)", since="4.0")  # fastavro reads through a Python data source
         from framework.sources import avro
 
-        return avro.read(spark, [f.path for f in plan.files], base_path=base_path,
-                         schema=source.schema, lineage_column=source.lineage_column)
-    options, schema = source.options, source.schema
+        return FilesRead(avro.read(spark, [f.path for f in plan.files], base_path=base_path,
+                                   schema=source.schema, lineage_column=source.lineage_column))
+    options = dict(source.options)
+    lenient = malformed.applies(source.format, options) and source.bad_records != "fail"
     if malformed.applies(source.format, options):
-        if source.bad_records != "fail" and schema is None and source.format != "json":
-            # only JSON's inference adds the column for malformed records
-            schema = read_listed(spark, plan.files, format=source.format, options=options,
-                                 schema=None, base_path=base_path).schema
-        options = {**options, **malformed.reader_options(source.bad_records)}
-        if source.bad_records != "fail" and schema is not None:
+        options |= malformed.reader_options(source.bad_records)
+    if source.format == "text" or (source.schema is not None
+                                   and source.format in ("json", "xml")):
+        # the job's schema applies as Spark applies it (JSON and XML fields by name)
+        schema = (malformed.with_corrupt_column(source.schema)
+                  if lenient and source.schema is not None else source.schema)
+        df = read_listed(spark, plan.files, format=source.format, options=options,
+                         schema=schema, base_path=base_path)
+        return FilesRead(_with_added(df, source, None, empty=False))
+    # Fields whose names differ only in case are two fields (one of them rescued)
+    with temporary_conf(spark, {"spark.sql.caseSensitive": "true"}):
+        return _read_by_name(spark, source, plan.files, _ByName(
+            options=options, lenient=lenient, base_path=base_path, stored=stored,
+            given=None if source.schema is None else
+            spark.createDataFrame([], source.schema).schema,
+            rescued_column=rescued_column, run_id=run_id))
+
+
+@dataclass(frozen=True)
+class _ByName:
+    """How ``_read_by_name`` reads: the reader's ``options``; ``lenient``, malformed records
+    set aside; the ``stored`` schema or the one ``given`` by the job."""
+
+    options: Mapping[str, str]
+    lenient: bool
+    base_path: str | None
+    stored: StructType | None
+    given: StructType | None
+    rescued_column: str | None
+    run_id: str
+
+
+def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[ListedFile],
+                  how: _ByName) -> FilesRead:
+    """``planned`` read in groups of one layout, each brought to the context's schema by
+    name (``schema_drift``)."""
+    groups = schema_drift.file_groups(source.format, planned, how.options)
+    reads = _group_reads(spark, source, groups, how)
+    incoming = schema_drift.first_schema([_data_schema(df.schema) for df in reads])
+    mode = source.schema_evolution or ("none" if how.given else "add_new_columns")
+    drift = (None if how.given is not None
+             else schema_drift.Drift(incoming, ("first read",)) if how.stored is None
+             else schema_drift.evolve(how.stored, incoming, mode))
+    target = how.given or (drift.schema if drift else incoming)
+    if drift is not None and drift.new and mode == "fail_on_new_columns":
+        holding = [f.path for group, df in zip(groups, reads, strict=True)
+                   if {n.split(".")[0] for n in drift.new} & set(df.columns)
+                   for f in group.files]
+        raise ValueError(
+            f"new column(s) {', '.join(drift.new)} in {humanize.plural(len(holding), 'file')} "
+            f"({', '.join(holding[:3])}{', ...' if len(holding) > 3 else ''}): "
+            "schema_evolution='fail_on_new_columns' leaves them unread until the job allows "
+            "them (add_new_columns, rescue or none) or fixes its schema")
+    from pyspark.sql import functions as F
+
+    keep = ([source.lineage_column] if source.lineage_column else []) + (
+        [malformed.CORRUPT, malformed.FILE] if how.lenient else [])
+    parts: list[DataFrame] = []
+    rescued: dict[str, int] = {}
+    for df in reads:
+        if source.lineage_column:
+            df = df.withColumn(source.lineage_column, F.col("_metadata.file_path"))
+        if malformed.CORRUPT in df.columns:
+            df = df.withColumn(malformed.FILE, F.col("_metadata.file_path"))
+        converted, misfits = schema_drift.conform(
+            df, target, keep=keep, rescued_column=how.rescued_column, run_id=how.run_id,
+            mode=mode)
+        for name, count in schema_drift.rescue_counts(df, misfits).items():
+            rescued[name] = rescued.get(name, 0) + count
+        if schema_drift.case_clashes(df.schema):
+            # Spark analyses the plan again where the job uses it, case-insensitively:
+            # where two fields' names differ only in case, the rows are kept instead
+            converted = converted.localCheckpoint(eager=True)
+        parts.append(converted)
+    if rescued and how.rescued_column is None:
+        name, count = next(iter(rescued.items()))
+        raise ValueError(
+            f"{humanize.plural(count, 'value')} of column {name} do not fit its type "
+            f"{_type_of(target, name)}: give rescued_data_column to keep them, or a schema "
+            "that fits them")
+    return FilesRead(functools.reduce(lambda one, other: one.union(other), parts),
+                     drift, rescued, how.rescued_column)
+
+
+def _group_reads(spark: SparkSession, source: FileSource,
+                 groups: Sequence[schema_drift.FileGroup], how: _ByName) -> list[DataFrame]:
+    """Each group's files read as Spark reads them (CSV files by their header's names)."""
+    reads = []
+    known = how.given or how.stored  # CSV headers match these names (or earlier groups')
+    for group in groups:
+        schema: StructType | str | None = None
+        if group.header is not None:
+            header = schema_drift.header_schema(group.header, known,
+                                                typed=how.given is not None)
+            known = schema_drift.first_schema([known, header]) if known else header
+            schema = header
+        if how.lenient and (schema is not None or source.format != "json"):
+            if schema is None:  # only JSON's inference adds the malformed records' column
+                schema = read_listed(spark, group.files, format=source.format,
+                                     options=how.options, schema=None,
+                                     base_path=how.base_path).schema
             schema = malformed.with_corrupt_column(schema)
-    df = read_listed(spark, plan.files, format=source.format, options=options,
-                     schema=schema, base_path=base_path)
+        reads.append(read_listed(spark, group.files, format=source.format,
+                                 options=how.options, schema=schema,
+                                 base_path=how.base_path))
+    return reads
+
+
+def _type_of(schema: StructType, name: str) -> str:
+    """The simple type of the top-level field ``name`` splits from."""
+    top = name.split(".")[0]
+    return schema[top].dataType.simpleString() if top in schema.fieldNames() else "?"
+
+
+def _data_schema(schema: StructType) -> StructType:
+    from pyspark.sql.types import StructType
+
+    return StructType([f for f in schema.fields if f.name != malformed.CORRUPT])
+
+
+def _rescued_column(source: FileSource, plan: FilePlan) -> str | None:
+    """The rescued-data column of this read: the one the source names; by default
+    ``_rescued_data`` where deltamark infers the schema, but not for a context that read
+    files before deltamark tracked schemas (its targets keep their columns)."""
+    wanted = source.rescued_data_column
+    if wanted is False or source.format == "text" or (
+            source.schema is not None and source.format in ("json", "xml")):
+        return None  # Spark applies a JSON or XML schema given itself: nothing is rescued
+    if isinstance(wanted, str):
+        return wanted
+    if source.schema is not None:
+        return None
+    state = plan.state
+    if state is None:
+        return schema_drift.RESCUED_COLUMN
+    if state.schema is not None:
+        return state.rescued_column
+    new_context = state.files_total <= len(plan.files)
+    return schema_drift.RESCUED_COLUMN if new_context else None
+
+
+def _with_added(df: DataFrame, source: FileSource, rescued_column: str | None, *,
+                empty: bool) -> DataFrame:
+    """``df`` (read from files unless ``empty``) with the lineage and rescued-data
+    columns, where the source has them."""
+    from pyspark.sql import functions as F
+
     if source.lineage_column:
-        df = df.withColumn(source.lineage_column, F.col("_metadata.file_path"))
+        df = df.withColumn(source.lineage_column, F.lit(None).cast("string") if empty
+                           else F.col("_metadata.file_path"))
+    if rescued_column is not None and rescued_column not in df.columns:
+        df = df.withColumn(rescued_column, F.lit(None).cast("string"))
     return df
 
 
@@ -646,7 +839,7 @@ def first_malformed(spark: SparkSession, source: FileSource, plan: FilePlan) -> 
     as a message (Spark does not say which file); None when no record is found so."""
     lenient = dataclasses.replace(source, bad_records="drop")
     try:
-        _, bad = malformed.set_aside(read_files(spark, lenient, plan))
+        _, bad = malformed.set_aside(read_files(spark, lenient, plan).df)
     except Exception:  # noqa: BLE001 - only a better message was at stake
         return None
     if not bad:

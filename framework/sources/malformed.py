@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-__all__ = ["CORRUPT", "POLICIES", "QUARANTINE_SCHEMA", "TEXT_FORMATS", "BadRecords",
+__all__ = ["CORRUPT", "FILE", "POLICIES", "QUARANTINE_SCHEMA", "TEXT_FORMATS", "BadRecords",
            "applies", "located", "reader_options", "set_aside", "with_corrupt_column"]
 
 BadRecords = Literal["fail", "drop", "quarantine"]
@@ -33,6 +33,8 @@ POLICIES: tuple[str, ...] = ("fail", "drop", "quarantine")
 TEXT_FORMATS = frozenset({"json", "csv", "xml"})
 #: where Spark puts a malformed record's text while parsing (PERMISSIVE mode)
 CORRUPT = "_dm_malformed_record"
+#: the file a record was read from, beside ``CORRUPT`` (added by ``set_aside`` if missing)
+FILE = "_dm_file"
 #: malformed records located and quarantined at most, per read (they go through the driver)
 MAX_QUARANTINED = 100_000
 #: the quarantine table's columns
@@ -74,14 +76,15 @@ def set_aside(df: DataFrame) -> tuple[DataFrame, list[tuple[str, str]]]:
 
     if CORRUPT not in df.columns:
         return df, []
-    parsed = df.withColumn("_dm_file", F.col("_metadata.file_path")).persist(
-        StorageLevel.MEMORY_AND_DISK)
-    bad = (parsed.where(F.col(CORRUPT).isNotNull()).select("_dm_file", CORRUPT)
+    if FILE not in df.columns:
+        df = df.withColumn(FILE, F.col("_metadata.file_path"))
+    parsed = df.persist(StorageLevel.MEMORY_AND_DISK)
+    bad = (parsed.where(F.col(CORRUPT).isNotNull()).select(FILE, CORRUPT)
            .limit(MAX_QUARANTINED + 1).collect())
     if len(bad) > MAX_QUARANTINED:
         raise ValueError(f"more than {MAX_QUARANTINED} malformed records (e.g. in "
                          f"{bad[0][0]}): is the format or schema right?")
-    good = parsed.where(F.col(CORRUPT).isNull()).drop(CORRUPT, "_dm_file")
+    good = parsed.where(F.col(CORRUPT).isNull()).drop(CORRUPT, FILE)
     return good, [(row[0], row[1]) for row in bad]
 
 

@@ -1,0 +1,365 @@
+"""Schema drift in file sources: a schema per context, evolved run by run, read by name.
+
+A file context keeps the schema of what it has read in its bookmark (``FileState.schema``),
+committed with the bookmark, so a rewind brings back the schema of that run. A run reads
+its files in groups of one layout each (Parquet, ORC and Avro files by their own schema,
+CSV files by their header), then brings every group to the context's schema *by name*:
+
+- a field the schema lacks is added (``add_new_columns``, nested fields and fields of
+  structs in arrays and maps included), left out and named (``none``), rescued
+  (``rescue``), or refused with the files that hold it (``fail_on_new_columns``);
+- a type that safely widens the stored one (int -> long, float -> double, int -> double,
+  decimal precision) widens it (``add_new_columns`` only); any value converts to a string
+  column as its text; a value that does not fit its column's type otherwise goes to the
+  rescued-data column, as does a field whose name differs from the schema's only in case
+  (CSV headers excepted: they match whatever their case).
+
+The rescued-data column (``_rescued_data`` by default) holds, for a row with something
+rescued, JSON text of the rescued fields (dotted paths for nested ones) with the file's
+path and the run that read it; it is NULL on clean rows. A row is never dropped and a
+value never becomes NULL for not fitting. Auto Loader's ``schemaEvolutionMode`` values
+``addNewColumns``, ``none``, ``rescue`` and ``failOnNewColumns`` are these four modes.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from framework.spark import quoted
+from framework.spark_types import Conversion, Misfit, literal, sql_type, widens
+from framework.storage import filesystem
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import DataType, StructType
+
+    from framework.sources.listed_reads import ListedFile
+
+__all__ = ["EVOLUTION_MODES", "RESCUED_COLUMN", "Drift", "EvolutionMode", "FileGroup",
+           "case_clashes", "conform", "evolve", "file_groups", "first_schema", "from_json",
+           "header_schema", "rescue_counts", "to_json"]
+
+EvolutionMode = Literal["add_new_columns", "rescue", "fail_on_new_columns", "none"]
+EVOLUTION_MODES: tuple[str, ...] = ("add_new_columns", "rescue", "fail_on_new_columns",
+                                    "none")
+RESCUED_COLUMN = "_rescued_data"
+#: files whose footers or headers are read at once to group them
+READERS = 16
+#: what is read of a CSV file to find its header
+HEADER_BYTES = 1 << 16
+
+
+# --- the stored schema ----------------------------------------------------------------
+
+
+def to_json(schema: StructType) -> dict[str, Any]:
+    """``schema`` as the JSON object a bookmark stores."""
+    found: dict[str, Any] = schema.jsonValue()
+    return found
+
+
+def from_json(data: Mapping[str, Any]) -> StructType:
+    """The schema a bookmark stores (``to_json``)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromJson(dict(data))
+
+
+@dataclass(frozen=True)
+class Drift:
+    """What one run's files bring against the stored schema: ``schema``, the context's
+    schema once the run has read them; ``changes``, each change in words (``+ coupon
+    string``, ``amount int -> bigint``); ``new``, the fields the schema lacks that the
+    mode keeps out (dotted paths)."""
+
+    schema: StructType
+    changes: tuple[str, ...] = ()
+    new: tuple[str, ...] = ()
+
+
+def first_schema(schemas: Sequence[StructType]) -> StructType:
+    """One schema for the files of a context's first run: every field of every group, a
+    field of two types in the type both widen to (a string where none is)."""
+    from pyspark.sql.types import StructType
+
+    found: DataType = StructType([])
+    for schema in schemas:
+        found = _union(found, schema)
+    assert isinstance(found, StructType)
+    return found
+
+
+def evolve(stored: StructType, incoming: StructType, mode: EvolutionMode) -> Drift:
+    """The stored schema after a run whose files have the schema ``incoming``."""
+    from pyspark.sql.types import StructType
+
+    changes: list[str] = []
+    new: list[str] = []
+    schema = _evolved(stored, incoming, mode, "", changes, new)
+    assert isinstance(schema, StructType)
+    return Drift(schema, tuple(changes), tuple(new))
+
+
+def _evolved(stored: DataType, incoming: DataType, mode: EvolutionMode, path: str,
+             changes: list[str], new: list[str]) -> DataType:
+    from pyspark.sql.types import ArrayType, MapType, StructField, StructType
+
+    if isinstance(stored, StructType) and isinstance(incoming, StructType):
+        fields = list(stored.fields)
+        names = {f.name: i for i, f in enumerate(fields)}
+        lowered = {f.name.lower() for f in fields}
+        for given in incoming.fields:
+            where = f"{path}{given.name}"
+            if given.name in names:
+                index = names[given.name]
+                kept = fields[index]
+                fields[index] = StructField(kept.name, _evolved(
+                    kept.dataType, given.dataType, mode, f"{where}.", changes, new), True,
+                    kept.metadata)
+            elif given.name.lower() in lowered:
+                continue  # only the case differs: rescued
+            elif mode == "add_new_columns":
+                fields.append(StructField(given.name, given.dataType, True))
+                changes.append(f"+ {where} {given.dataType.simpleString()}")
+            else:
+                new.append(where)
+        return StructType(fields)
+    if isinstance(stored, ArrayType) and isinstance(incoming, ArrayType):
+        return ArrayType(_evolved(stored.elementType, incoming.elementType, mode,
+                                  path.removesuffix(".") + "[].", changes, new), True)
+    if isinstance(stored, MapType) and isinstance(incoming, MapType) and \
+            stored.keyType == incoming.keyType:
+        return MapType(stored.keyType, _evolved(stored.valueType, incoming.valueType, mode,
+                                                path.removesuffix(".") + "{}.", changes,
+                                                new), True)
+    if mode == "add_new_columns" and stored != incoming and widens(stored, incoming):
+        changes.append(f"{path.removesuffix('.')} {stored.simpleString()} -> "
+                       f"{incoming.simpleString()}")
+        return incoming
+    return stored
+
+
+def _union(one: DataType, other: DataType) -> DataType:
+    from pyspark.sql.types import ArrayType, MapType, StringType, StructField, StructType
+
+    if isinstance(one, StructType) and isinstance(other, StructType):
+        fields = {f.name: f for f in one.fields}
+        lowered = {name.lower() for name in fields}
+        for given in other.fields:
+            if given.name in fields:
+                kept = fields[given.name]
+                fields[given.name] = StructField(kept.name, _union(kept.dataType,
+                                                                   given.dataType), True)
+            elif given.name.lower() not in lowered:
+                fields[given.name] = StructField(given.name, given.dataType, True)
+        return StructType(list(fields.values()))
+    if isinstance(one, ArrayType) and isinstance(other, ArrayType):
+        return ArrayType(_union(one.elementType, other.elementType), True)
+    if isinstance(one, MapType) and isinstance(other, MapType) and one.keyType == other.keyType:
+        return MapType(one.keyType, _union(one.valueType, other.valueType), True)
+    if widens(one, other):
+        return other
+    if widens(other, one):
+        return one
+    return StringType()
+
+
+def case_clashes(schema: StructType) -> bool:
+    """Whether two fields of ``schema`` (or of a struct in it) differ only in case."""
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    def clashes(data_type: DataType) -> bool:
+        if isinstance(data_type, StructType):
+            names = [f.name.lower() for f in data_type.fields]
+            return len(set(names)) < len(names) or any(clashes(f.dataType)
+                                                       for f in data_type.fields)
+        if isinstance(data_type, ArrayType):
+            return clashes(data_type.elementType)
+        if isinstance(data_type, MapType):
+            return clashes(data_type.valueType)
+        return False
+
+    return clashes(schema)
+
+
+# --- reading by name ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """Files of one layout: the same schema in their footers, or the same CSV ``header``
+    (None where the format has none, or no header is read)."""
+
+    files: tuple[ListedFile, ...]
+    header: tuple[str, ...] | None = None
+
+
+def file_groups(format: str, files: Sequence[ListedFile], options: Mapping[str, str]
+                ) -> list[FileGroup]:
+    """``files`` by layout, each group in the order of its first file: Parquet, ORC and
+    Avro by the schema their footers or headers declare, CSV with a header by its header
+    (a file without one holds no row and is left out). JSON and XML files are one group:
+    Spark merges what they hold by name."""
+    lowered = {k.lower(): v for k, v in options.items()}
+    if format == "csv" and str(lowered.get("header", "false")).lower() == "true":
+        def key(file: ListedFile) -> object:
+            return _csv_header(file, lowered)
+    elif format in ("parquet", "orc", "avro"):
+        def key(file: ListedFile) -> object:
+            return _declared_schema(format, file)
+    else:
+        return [FileGroup(tuple(files))]
+    with ThreadPoolExecutor(min(READERS, max(len(files), 1))) as pool:
+        keys = list(pool.map(key, files))
+    groups: dict[object, list[ListedFile]] = {}
+    for file, found in zip(files, keys, strict=True):
+        if found != ():
+            groups.setdefault(found, []).append(file)
+    return [FileGroup(tuple(members), found if format == "csv" else None)  # type: ignore[arg-type]
+            for found, members in groups.items()]
+
+
+def _declared_schema(format: str, file: ListedFile) -> str:
+    """The schema ``file`` declares, as text (its footer's or header's).
+
+    Raises:
+        ValueError: the file is not of that format (or damaged), naming it.
+    """
+    try:
+        return _footer_schema(format, file)
+    except (OSError, ValueError, EOFError) as exc:  # pyarrow's and fastavro's complaints
+        name = {"parquet": "Parquet", "orc": "ORC", "avro": "Avro"}[format]
+        raise ValueError(f"{file.path} is not a {name} file, or is damaged: "
+                         f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                         ) from exc
+
+
+def _footer_schema(format: str, file: ListedFile) -> str:
+    fs, path, _ = filesystem(file.path)
+    if format == "parquet":
+        import pyarrow.parquet as pq
+
+        with fs.open_input_file(path) as stream:
+            return str(pq.read_schema(stream).remove_metadata())
+    if format == "orc":
+        import pyarrow.orc as orc
+
+        with fs.open_input_file(path) as stream:
+            return str(orc.ORCFile(stream).schema)
+    try:
+        import fastavro
+    except ModuleNotFoundError:  # without it Avro files are read as Spark reads them
+        return ""
+    with fs.open_input_file(path) as stream:
+        return json.dumps(fastavro.reader(stream).writer_schema, sort_keys=True)
+
+
+def _csv_header(file: ListedFile, options: Mapping[str, str]) -> tuple[str, ...]:
+    """The names in ``file``'s first record; () for a file with none."""
+    fs, path, _ = filesystem(file.path)
+    with fs.open_input_stream(path, compression="detect") as stream:
+        head = stream.read(HEADER_BYTES)
+    encoding = str(options.get("encoding", options.get("charset", "utf-8")))
+    text = codecs.getincrementaldecoder("utf-8-sig" if encoding.lower().replace("-", "")
+                                        == "utf8" else encoding)("replace").decode(head)
+    reader = csv.reader(io.StringIO(text),
+                        delimiter=_unescaped(options.get("sep", options.get("delimiter",
+                                                                            ","))),
+                        quotechar=str(options.get("quote", '"')) or None,
+                        escapechar=str(options.get("escape", "\\")) or None)
+    comment = options.get("comment")
+    for record in reader:
+        if record and not (comment and record[0].startswith(comment)):
+            return tuple(name.strip() for name in record)
+    return ()
+
+
+def _unescaped(separator: str) -> str:
+    return {"\\t": "\t", "tab": "\t"}.get(separator, separator)
+
+
+def header_schema(header: Sequence[str], target: StructType | None,
+                  typed: bool) -> StructType:
+    """The schema a CSV group with ``header`` is read with: each column by position under
+    the name it matches in ``target`` whatever its case (its own where none matches), of
+    the target's type where ``typed`` (a schema the job gave), else a string."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    known = {f.name.lower(): f for f in (target.fields if target else [])}
+    fields: list[StructField] = []
+    taken: set[str] = set()
+    for index, name in enumerate(header):
+        match = known.get(name.lower())
+        named = match.name if match else (name or f"_c{index}")
+        if named.lower() in taken:  # as Spark does with a header repeating a name
+            named = f"{named}{index}"
+        taken.add(named.lower())
+        fields.append(StructField(named, match.dataType if typed and match
+                                  else StringType(), True))
+    return StructType(fields)
+
+
+# --- bringing a group to the schema ---------------------------------------------------
+
+
+def conform(df: DataFrame, target: StructType, *, keep: Sequence[str] = (),
+            rescued_column: str | None, run_id: str, mode: EvolutionMode
+            ) -> tuple[DataFrame, tuple[Misfit, ...]]:
+    """``df`` (one group's read) with ``target``'s columns by name, then the string
+    columns named in ``keep`` as they are (NULL where ``df`` has none), then
+    ``rescued_column``: what of each row does not fit ``target``, as JSON text with the
+    file's path and ``run_id``.
+
+    Returns the DataFrame and what may not fit (``rescue_counts`` counts it).
+    """
+    columns, conversion = _conversion(df.schema, target, keep, mode)
+    columns += [quoted(name) if name in df.schema.fieldNames()
+                else f"CAST(NULL AS STRING) AS {quoted(name)}" for name in keep]
+    if rescued_column is not None:
+        columns.append(f"{_rescued(conversion.misfits, run_id)} AS {quoted(rescued_column)}")
+    return df.selectExpr(*columns), tuple(conversion.misfits)
+
+
+def rescue_counts(df: DataFrame, misfits: Sequence[Misfit]) -> dict[str, int]:
+    """How many values of each name in ``misfits`` did not fit in ``df`` (one job)."""
+    if not misfits:
+        return {}
+    [row] = df.selectExpr(*[f"count_if({m.condition}) AS c{i}"
+                            for i, m in enumerate(misfits)]).collect()
+    found: dict[str, int] = {}
+    for misfit, count in zip(misfits, row, strict=True):
+        if count:
+            found[misfit.name] = found.get(misfit.name, 0) + count
+    return found
+
+
+def _conversion(given: StructType, target: StructType, keep: Sequence[str],
+                mode: EvolutionMode) -> tuple[list[str], Conversion]:
+    from pyspark.sql.types import StructType
+
+    conversion = Conversion(new_fields_misfit=mode == "rescue")
+    names = given.fieldNames()
+    columns = [(conversion.convert(quoted(f.name), given[f.name].dataType, f.dataType, f.name)
+                if f.name in names else f"CAST(NULL AS {sql_type(f.dataType)})")
+               + f" AS {quoted(f.name)}" for f in target.fields]
+    kept = set(keep)
+    conversion.extras("", StructType([f for f in given.fields if f.name not in kept]),
+                      target, "")
+    return columns, conversion
+
+
+def _rescued(misfits: Sequence[Misfit], run_id: str) -> str:
+    if not misfits:
+        return "CAST(NULL AS STRING)"
+    parts = ", ".join(f"{literal(m.name)}, CASE WHEN {m.condition} THEN {m.value} END"
+                      for m in misfits)
+    anything = " OR ".join(f"({m.condition})" for m in misfits)
+    return (f"CASE WHEN {anything} THEN to_json(named_struct({parts}, '_file_path', "
+            f"_metadata.file_path, '_run_id', {literal(run_id)})) END")

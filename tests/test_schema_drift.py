@@ -1,0 +1,220 @@
+"""Landing zones drift: every value lands in its own column or is rescued, never shifted
+or dropped (docs/sources.md, "Schema drift")."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from framework import admin
+from framework.delta import delta_engine
+from framework.errors import JobFailedError
+from framework.sources import schema_drift
+
+RESCUED = schema_drift.RESCUED_COLUMN
+
+
+def land_json(ws, name: str, records: list[dict]) -> None:
+    (ws.landing / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def target_rows(ws, engine: str = "embedded") -> dict[int, dict]:
+    df = delta_engine(ws.spark, mode=engine).read(ws.target)
+    rows = [r.asDict(recursive=True) for r in df.collect()]
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), f"rows twice: {sorted(ids)}"
+    return {r["id"]: r for r in rows}
+
+
+def _holds(found, value) -> bool:
+    """Whether ``found`` (read back) is the landed ``value``, a string column holding any
+    value's text."""
+    if found == value or (found is not None and value is not None
+                          and not isinstance(value, (dict, list)) and str(found) == str(value)):
+        return True
+    if isinstance(found, str) and isinstance(value, (dict, list)):
+        return json.loads(found) == value
+    if isinstance(found, dict) and isinstance(value, dict):
+        return all(_holds(found.get(k), v) for k, v in value.items())
+    if isinstance(found, list) and isinstance(value, list) and len(found) == len(value):
+        return all(_holds(f, v) for f, v in zip(found, value, strict=True))
+    return False
+
+
+def assert_every_value_kept(landed: list[dict], rows: dict[int, dict]) -> None:
+    """Each landed record is one row, each of its values in its column or rescued."""
+    assert sorted(rows) == sorted(r["id"] for r in landed)
+    for record in landed:
+        row = rows[record["id"]]
+        rescued = json.loads(row[RESCUED]) if row[RESCUED] else {}
+        for name, value in record.items():
+            if value is None:
+                continue
+            kept = _holds(row.get(name), value) or _holds(rescued.get(name), value) or (
+                isinstance(value, dict) and all(
+                    _holds((row.get(name) or {}).get(k), v)
+                    or _holds(rescued.get(f"{name}.{k}"), v) for k, v in value.items()))
+            assert kept, f"id {record['id']}: {name}={value!r} is neither in its column " \
+                         f"({row.get(name)!r}) nor rescued ({rescued})"
+        if rescued:
+            assert rescued["_file_path"].endswith(".json") and rescued["_run_id"]
+
+
+DRIFTING = [
+    [{"id": 1, "amount": 9, "customer": {"name": "ann"}}, {"id": 2, "note": None}],
+    # a column, a nested field and an array of structs appear; a number as text, a double
+    # for a bigint; a field null in the first files is typed later
+    [{"id": 3, "amount": 20.5, "coupon": "X", "customer": {"name": "bob", "tier": "gold"},
+      "items": [{"sku": "a"}]},
+     {"id": 4, "amount": "4a", "note": {"text": "hi"}}],
+    # a name that differs only in case; columns that disappear; a new field of a struct
+    # inside an array
+    [{"id": 5, "Amount": 5}, {"id": 6, "amount": 1, "items": [{"sku": "b", "qty": 2}]}],
+]
+
+
+@pytest.mark.spark
+def test_a_drifting_json_landing_zone_lands_every_value_run_after_run(ws, delta_path):
+    ws.declare(merge_schema="true")  # the README's job, with merge_schema=True
+    landed: list[dict] = []
+    for number, batch in enumerate(DRIFTING, start=1):
+        land_json(ws, f"batch-{number}.json", batch)
+        report = ws.run()
+        landed += batch
+        assert_every_value_kept(landed, target_rows(ws))
+    assert report.inputs["src"]["files"] == 1
+    rows = target_rows(ws)
+    assert json.loads(rows[4][RESCUED])["amount"] == "4a" and rows[4]["amount"] is None
+    assert rows[6]["items"] == [{"sku": "b", "qty": 2}]
+    assert rows[3]["items"] == [{"sku": "a", "qty": None}]
+    assert json.loads(rows[5][RESCUED])["Amount"] == 5
+    history = {b.run_seq: b.state for b, counts in ws.store.bookmark_log("copy") if counts}
+    assert history[2]["schema_changes"] == ["+ coupon string", "+ customer.tier string",
+                                            "+ items array<struct<sku:string>>"]
+    assert history[3]["schema_changes"] == ["+ items[].qty bigint"]
+    assert [f["name"] for f in history[3]["schema"]["fields"]] == [
+        "amount", "customer", "id", "note", "coupon", "items"]
+    if delta_path == "native":
+        return
+    # a rewind across the schema changes brings back run 1's schema, and the runs after it
+    # evolve it again, exactly once in the target
+    admin.rewind(ws.settings, "copy", to_run=history_run_id(ws, 1), restore_targets=True)
+    [state] = [b.state for b in ws.store.bookmarks("copy")]
+    assert [f["name"] for f in state["schema"]["fields"]] == ["amount", "customer", "id",
+                                                               "note"]
+    ws.run()
+    assert_every_value_kept(landed, target_rows(ws))
+
+
+def history_run_id(ws, run_seq: int) -> str:
+    [run_id] = [r.run_id for r in ws.store.runs("copy") if r.run_seq == run_seq]
+    return run_id
+
+
+@pytest.mark.spark
+@pytest.mark.native
+def test_parquet_files_are_read_by_name_and_their_types_widen(ws, spark):
+    from framework.delta import native_available
+
+    if not native_available(spark):
+        pytest.skip("needs Delta's jars (type widening is delta-spark's)")
+    ws.declare(merge_schema="true", format="parquet")
+    spark.sql(f"CREATE TABLE delta.`{ws.target}` (id INT, a STRING) USING delta "
+              "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+
+    def land(name: str, ids: pa.Array, **columns: list) -> None:
+        pq.write_table(pa.table({"id": ids, **columns}), ws.landing / name)
+
+    # one run, two layouts: a column of one file only is kept
+    land("1.parquet", pa.array([1], pa.int32()), a=["x"])
+    land("2.parquet", pa.array([2], pa.int32()), a=["y"], extra=[7])
+    ws.declare(merge_schema="true", format="parquet")
+    ws.run()
+    # int32 -> int64 widens the column (Delta's type widening); 'extra' disappears
+    land("3.parquet", pa.array([3_000_000_000], pa.int64()), a=["z"])
+    ws.run()
+    # int64 -> double: 5.0 fits, 4.5 is rescued
+    land("4.parquet", pa.array([4.5, 5.0], pa.float64()), a=["v", "w"])
+    report = ws.run()
+    assert report.inputs["src"]["rescued"] == 1
+    rows = target_rows(ws, engine="native")
+    assert {i: (r["a"], r["extra"]) for i, r in rows.items() if i} == {
+        1: ("x", None), 2: ("y", 7), 3_000_000_000: ("z", None), 5: ("w", None)}
+    [rescued] = [json.loads(r[RESCUED]) for r in rows.values() if r[RESCUED]]
+    assert rescued["id"] == 4.5 and rescued["_file_path"].endswith("4.parquet")
+    assert dict(ws.spark.read.format("delta").load(ws.target).dtypes)["id"] == "bigint"
+
+
+@pytest.mark.spark
+def test_csv_files_are_matched_by_header_name_whatever_the_order_or_case(ws):
+    ws.declare(merge_schema="true", format="csv", **{"option.header": "true"})
+    (ws.landing / "1.csv").write_text("id,name,amount\n1,ann,5\n")
+    (ws.landing / "2.csv").write_text("AMOUNT,Id,name\n7,2,bob\n")
+    ws.run()
+    (ws.landing / "3.csv").write_text("id,note,name,amount\n3,hello,cy,9\n")  # in the middle
+    ws.run()
+    rows = {int(r["id"]): r for r in target_rows_as_text(ws)}
+    assert {i: (r["name"], r["amount"], r["note"]) for i, r in rows.items()} == {
+        1: ("ann", "5", None), 2: ("bob", "7", None), 3: ("cy", "9", "hello")}
+    assert all(r[RESCUED] is None for r in rows.values())
+
+
+def target_rows_as_text(ws) -> list[dict]:
+    return [r.asDict() for r in delta_engine(ws.spark, mode="embedded").read(ws.target)
+            .collect()]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", ["rescue", "fail_on_new_columns", "none"])
+def test_each_evolution_mode_does_what_it_says_with_a_new_column(ws, mode):
+    ws.declare(merge_schema="true", schema_evolution=mode)
+    land_json(ws, "1.json", [{"id": 1, "a": "x"}])
+    ws.run()
+    land_json(ws, "2.json", [{"id": 2, "a": "y", "b": 3}])
+    if mode == "fail_on_new_columns":
+        with pytest.raises(JobFailedError) as failed:
+            ws.run()
+        assert "new column(s) b in 1 file" in str(failed.value)
+        assert str(ws.landing / "2.json") in str(failed.value)
+        ws.declare(merge_schema="true", schema_evolution="add_new_columns")
+    report = ws.run()
+    rows = target_rows(ws)
+    assert report.inputs["src"]["files"] == 1 and sorted(rows) == [1, 2]
+    if mode == "rescue":
+        assert "b" not in rows[2] and json.loads(rows[2][RESCUED])["b"] == 3
+    elif mode == "none":
+        assert "b" not in rows[2] and rows[2][RESCUED] is None
+        assert report.inputs["src"]["new_columns_left_out"] == 1
+    else:
+        assert rows[2]["b"] == 3
+
+
+def test_safe_widenings_widen_the_stored_schema_and_others_keep_it():
+    from pyspark.sql.types import (
+        DecimalType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    def schema(**types) -> StructType:
+        return StructType([StructField(n, t) for n, t in types.items()])
+
+    stored = schema(a=IntegerType(), b=LongType(), c=DecimalType(5, 2), d=StringType())
+    drift = schema_drift.evolve(stored, schema(a=LongType(), b=DoubleType(),
+                                               c=DecimalType(7, 3), d=LongType(),
+                                               e=StringType()), "add_new_columns")
+    assert drift.schema == schema(a=LongType(), b=LongType(), c=DecimalType(7, 3),
+                                  d=StringType(), e=StringType())
+    assert drift.changes == ("a int -> bigint", "c decimal(5,2) -> decimal(7,3)",
+                             "+ e string")
+    kept = schema_drift.evolve(stored, schema(a=LongType(), e=StringType()), "rescue")
+    assert kept.schema == stored and kept.new == ("e",)
+    assert schema_drift.first_schema([schema(a=IntegerType()), schema(a=StringType()),
+                                      schema(A=LongType())]) == schema(a=StringType())
