@@ -76,6 +76,7 @@ DRIFTING = [
 ]
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_a_drifting_json_landing_zone_lands_every_value_run_after_run(ws, delta_path):
     ws.declare(merge_schema="true")  # the README's job, with merge_schema=True
@@ -148,6 +149,7 @@ def test_parquet_files_are_read_by_name_and_their_types_widen(ws, spark):
     assert dict(ws.spark.read.format("delta").load(ws.target).dtypes)["id"] == "bigint"
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_csv_files_are_matched_by_header_name_whatever_the_order_or_case(ws):
     ws.declare(merge_schema="true", format="csv", **{"option.header": "true"})

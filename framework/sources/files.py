@@ -766,14 +766,24 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
 def _group_reads(spark: SparkSession, source: FileSource,
                  groups: Sequence[schema_drift.FileGroup], how: _ByName) -> list[DataFrame]:
     """Each group's files read as Spark reads them (CSV files by their header's names)."""
+    from pyspark.sql.types import StructField, StructType
+
     reads = []
     known = how.given or how.stored  # CSV headers match these names (or earlier groups')
+    inferred = str(next((v for k, v in how.options.items() if k.lower() == "inferschema"),
+                        "false")).lower() == "true"
     for group in groups:
         schema: StructType | str | None = None
         if group.header is not None:
             header = schema_drift.header_schema(group.header, known,
                                                 typed=how.given is not None)
             known = schema_drift.first_schema([known, header]) if known else header
+            if inferred and how.given is None:  # Spark's types, by position, renamed
+                found = read_listed(spark, group.files, format=source.format,
+                                    options=how.options, schema=None,
+                                    base_path=how.base_path).schema
+                header = StructType([StructField(f.name, typed.dataType, True) for f, typed
+                                     in zip(header.fields, found.fields, strict=False)])
             schema = header
         if how.lenient and (schema is not None or source.format != "json"):
             if schema is None:  # only JSON's inference adds the malformed records' column
