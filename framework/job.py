@@ -108,7 +108,7 @@ class JobContext:
         queue: str | None = None, lineage_column: str | None = None,
         bad_records: BadRecords = "fail", bad_records_table: str | None = None,
         partition_filter: str | None = None,
-        schema_evolution: EvolutionMode | None = None,
+        schema_evolution: EvolutionMode | None = None, schema_hints: str | None = None,
         rescued_data_column: str | bool = True,
     ) -> DataFrame:
         """Read the files under ``paths`` (URIs, no globs) this context has not read yet,
@@ -134,6 +134,7 @@ class JobContext:
             schema_evolution: a field the context's schema lacks: ``add_new_columns`` (the
                 default without ``schema``), ``rescue``, ``fail_on_new_columns`` or
                 ``none`` (the default with one: left out, and named); docs/sources.md.
+            schema_hints: types some columns of the inferred schema take (Spark DDL).
             rescued_data_column: the column values that do not fit go to, as JSON: by
                 default ``_rescued_data`` where the schema is inferred; False: none (such
                 a value fails the run).
@@ -149,7 +150,8 @@ class JobContext:
             listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND), queue=queue,
             lineage_column=lineage_column, bad_records=bad_records,
             bad_records_table=bad_records_table, partition_filter=partition_filter,
-            schema_evolution=schema_evolution, rescued_data_column=rescued_data_column)
+            schema_evolution=schema_evolution, schema_hints=schema_hints,
+            rescued_data_column=rescued_data_column)
         return self._run.read_files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 

@@ -27,7 +27,7 @@ def read(ctx: JobContext, **overrides):
         queue=p.get("queue"),
         lineage_column=p.get("lineage"), bad_records=p.get("bad_records", "fail"),
         bad_records_table=p.get("bad_records_table"),
-        schema_evolution=p.get("schema_evolution"))
+        schema_evolution=p.get("schema_evolution"), schema_hints=p.get("schema_hints"))
     return ctx.read_files(p["landing"], **{**kwargs, **overrides})
 
 
@@ -380,7 +380,7 @@ class FilesToIcebergBySpark(IncrementalJob):
     (not tracked by deltamark as a target)."""
 
     def run(self, ctx):
-        df = read(ctx)
+        df = read(ctx, rescued_data_column=False)  # the table's one column, by position
         ctx.spark.sql(f"CREATE TABLE IF NOT EXISTS {ctx.params['table']} (id BIGINT) "
                       "USING iceberg")
         df.writeTo(ctx.params["table"]).append()

@@ -152,16 +152,19 @@ def test_parquet_files_are_read_by_name_and_their_types_widen(ws, spark):
 @pytest.mark.compat
 @pytest.mark.spark
 def test_csv_files_are_matched_by_header_name_whatever_the_order_or_case(ws):
-    ws.declare(merge_schema="true", format="csv", **{"option.header": "true"})
+    ws.declare(merge_schema="true", format="csv", schema_hints="amount INT",
+               **{"option.header": "true"})
     (ws.landing / "1.csv").write_text("id,name,amount\n1,ann,5\n")
     (ws.landing / "2.csv").write_text("AMOUNT,Id,name\n7,2,bob\n")
     ws.run()
-    (ws.landing / "3.csv").write_text("id,note,name,amount\n3,hello,cy,9\n")  # in the middle
+    # a column in the middle; a value that does not fit the hinted type
+    (ws.landing / "3.csv").write_text("id,note,name,amount\n3,hello,cy,9\n4,,dee,n/a\n")
     ws.run()
     rows = {int(r["id"]): r for r in target_rows_as_text(ws)}
     assert {i: (r["name"], r["amount"], r["note"]) for i, r in rows.items()} == {
-        1: ("ann", "5", None), 2: ("bob", "7", None), 3: ("cy", "9", "hello")}
-    assert all(r[RESCUED] is None for r in rows.values())
+        1: ("ann", 5, None), 2: ("bob", 7, None), 3: ("cy", 9, "hello"), 4: ("dee", None, None)}
+    assert json.loads(rows[4][RESCUED])["amount"] == "n/a"
+    assert [i for i, r in rows.items() if r[RESCUED]] == [4]
 
 
 def target_rows_as_text(ws) -> list[dict]:
@@ -220,3 +223,16 @@ def test_safe_widenings_widen_the_stored_schema_and_others_keep_it():
     assert kept.schema == stored and kept.new == ("e",)
     assert schema_drift.first_schema([schema(a=IntegerType()), schema(a=StringType()),
                                       schema(A=LongType())]) == schema(a=StringType())
+    assert schema_drift.case_clashes(schema(a=IntegerType(), A=LongType()))
+
+
+def test_a_bookmark_says_its_schema_and_what_its_run_changed():
+    from framework.sources.files import FileState
+
+    state = FileState(schema={"type": "struct", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "items", "type": {"type": "array", "elementType": {
+            "type": "struct", "fields": [{"name": "sku", "type": "string"}]}}}]},
+        schema_changes=("+ items[].sku string",))
+    assert dict(state.describe())["schema"] == "id long, items array<struct<sku:string>>"
+    assert dict(state.describe())["schema changes"] == "+ items[].sku string"

@@ -156,10 +156,19 @@ class FileState:
 
 
 def _simple(data_type: Any) -> str:
-    """A stored field type in short: ``bigint``, ``struct<...>``, ``array<...>``."""
+    """A stored field type (Spark's JSON) as Spark writes it in short: ``bigint``,
+    ``struct<name:string>``, ``array<struct<sku:string>>``, ``map<string,bigint>``."""
     if isinstance(data_type, str):
         return data_type
-    return f"{data_type.get('type', '?')}<...>"
+    kind = data_type.get("type")
+    if kind == "struct":
+        return "struct<" + ",".join(f"{f['name']}:{_simple(f['type'])}"
+                                    for f in data_type.get("fields", [])) + ">"
+    if kind == "array":
+        return f"array<{_simple(data_type['elementType'])}>"
+    if kind == "map":
+        return f"map<{_simple(data_type['keyType'])},{_simple(data_type['valueType'])}>"
+    return str(kind)
 
 
 def _utc(epoch_ms: int) -> str:
@@ -217,6 +226,9 @@ class FileSource:
     #: what new fields do to the context's schema (None: ``add_new_columns`` without a
     #: ``schema``, ``none`` with one; ``framework.sources.schema_drift``)
     schema_evolution: schema_drift.EvolutionMode | None = None
+    #: column types that the inferred schema takes (Spark DDL: ``"amount DOUBLE, at
+    #: TIMESTAMP"``), as Auto Loader's ``schemaHints``
+    schema_hints: str | None = None
     #: the column values that do not fit go to: True, ``_rescued_data`` where the schema is
     #: inferred (``_rescued_column``); False, none (such a value fails the run)
     rescued_data_column: str | bool = True
@@ -268,6 +280,9 @@ class FileSource:
                 elsewhere := [p for p in self.paths if not file_events.is_object_store(p)]):
             found.append(f"listing='notifications' reads S3 events: {elsewhere[0]} is not "
                          "an s3:// path")
+        if self.schema_hints is not None and self.schema is not None:
+            found.append("give schema or schema_hints, not both (hints are for an inferred "
+                         "schema)")
         if self.schema_evolution not in (None, *schema_drift.EVOLUTION_MODES):
             found.append(f"schema_evolution must be one of "
                          f"{', '.join(schema_drift.EVOLUTION_MODES)}, not "
@@ -694,6 +709,8 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan, *,
             options=options, lenient=lenient, base_path=base_path, stored=stored,
             given=None if source.schema is None else
             spark.createDataFrame([], source.schema).schema,
+            hints=None if source.schema_hints is None else
+            spark.createDataFrame([], source.schema_hints).schema,
             rescued_column=rescued_column, run_id=run_id))
 
 
@@ -707,6 +724,7 @@ class _ByName:
     base_path: str | None
     stored: StructType | None
     given: StructType | None
+    hints: StructType | None
     rescued_column: str | None
     run_id: str
 
@@ -722,6 +740,12 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
     drift = (None if how.given is not None
              else schema_drift.Drift(incoming, ("first read",)) if how.stored is None
              else schema_drift.evolve(how.stored, incoming, mode))
+    if drift is not None and how.hints is not None:
+        hinted = _hinted(drift.schema, how.hints)
+        drift = dataclasses.replace(drift, schema=hinted, changes=drift.changes + tuple(
+            f"{f.name} {_type_of(drift.schema, f.name)} -> {f.dataType.simpleString()} "
+            "(schema_hints)" for f in hinted.fields
+            if _type_of(drift.schema, f.name) not in ("?", f.dataType.simpleString())))
     target = how.given or (drift.schema if drift else incoming)
     if drift is not None and drift.new and mode == "fail_on_new_columns":
         holding = [f.path for group, df in zip(groups, reads, strict=True)
@@ -795,6 +819,16 @@ def _group_reads(spark: SparkSession, source: FileSource,
                                  options=how.options, schema=schema,
                                  base_path=how.base_path))
     return reads
+
+
+def _hinted(schema: StructType, hints: StructType) -> StructType:
+    """``schema`` with the hinted columns' types (those it lacks added)."""
+    from pyspark.sql.types import StructField, StructType
+
+    hinted = {f.name.lower(): f for f in hints.fields}
+    fields = [StructField(f.name, hinted.pop(f.name.lower()).dataType, True, f.metadata)
+              if f.name.lower() in hinted else f for f in schema.fields]
+    return StructType(fields + list(hinted.values()))
 
 
 def _type_of(schema: StructType, name: str) -> str:
