@@ -673,8 +673,10 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan, *,
     """
     from pyspark.sql.types import StructType
 
+    # a schema with no field (only empty files read so far) is inferred again
     stored = (schema_drift.from_json(plan.state.schema)
-              if plan.state is not None and plan.state.schema is not None else None)
+              if plan.state is not None and plan.state.schema
+              and plan.state.schema.get("fields") else None)
     rescued_column = _rescued_column(source, plan)
     if not plan.files:
         schema = stored or source.schema
@@ -736,7 +738,8 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
     groups = schema_drift.file_groups(source.format, planned, how.options)
     reads = _group_reads(spark, source, groups, how)
     incoming = schema_drift.first_schema([_data_schema(df.schema) for df in reads])
-    mode = source.schema_evolution or ("none" if how.given else "add_new_columns")
+    mode = source.schema_evolution or ("none" if how.given is not None
+                                       else "add_new_columns")
     drift = (None if how.given is not None
              else schema_drift.Drift(incoming, ("first read",)) if how.stored is None
              else schema_drift.evolve(how.stored, incoming, mode))
@@ -746,7 +749,7 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
             f"{f.name} {_type_of(drift.schema, f.name)} -> {f.dataType.simpleString()} "
             "(schema_hints)" for f in hinted.fields
             if _type_of(drift.schema, f.name) not in ("?", f.dataType.simpleString())))
-    target = how.given or (drift.schema if drift else incoming)
+    target = how.given if how.given is not None else drift.schema if drift else incoming
     if drift is not None and drift.new and mode == "fail_on_new_columns":
         holding = [f.path for group, df in zip(groups, reads, strict=True)
                    if {n.split(".")[0] for n in drift.new} & set(df.columns)
@@ -793,7 +796,8 @@ def _group_reads(spark: SparkSession, source: FileSource,
     from pyspark.sql.types import StructField, StructType
 
     reads = []
-    known = how.given or how.stored  # CSV headers match these names (or earlier groups')
+    # CSV headers match these names (or earlier groups')
+    known = how.given if how.given is not None else how.stored
     inferred = str(next((v for k, v in how.options.items() if k.lower() == "inferschema"),
                         "false")).lower() == "true"
     for group in groups:
