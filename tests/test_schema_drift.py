@@ -13,6 +13,7 @@ from framework import admin
 from framework.delta import delta_engine
 from framework.errors import JobFailedError
 from framework.sources import schema_drift
+from tests.databases import unavailable
 
 RESCUED = schema_drift.RESCUED_COLUMN
 
@@ -121,7 +122,8 @@ def test_parquet_files_are_read_by_name_and_their_types_widen(ws, spark):
     from framework.delta import native_available
 
     if not native_available(spark):
-        pytest.skip("needs Delta's jars (type widening is delta-spark's)")
+        unavailable("native Delta path: Delta's jars are not on this Spark session (type "
+                    "widening is delta-spark's; bash .ci/setup.sh resolves them with mvn)")
     ws.declare(merge_schema="true", format="parquet")
     spark.sql(f"CREATE TABLE delta.`{ws.target}` (id INT, a STRING) USING delta "
               "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")

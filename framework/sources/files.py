@@ -745,10 +745,11 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
              else schema_drift.evolve(how.stored, incoming, mode))
     if drift is not None and how.hints is not None:
         hinted = _hinted(drift.schema, how.hints)
+        before = {f.name: f.dataType.simpleString() for f in drift.schema.fields}
         drift = dataclasses.replace(drift, schema=hinted, changes=drift.changes + tuple(
-            f"{f.name} {_type_of(drift.schema, f.name)} -> {f.dataType.simpleString()} "
-            "(schema_hints)" for f in hinted.fields
-            if _type_of(drift.schema, f.name) not in ("?", f.dataType.simpleString())))
+            f"{f.name} {before[f.name]} -> {f.dataType.simpleString()} (schema_hints)"
+            for f in hinted.fields
+            if before.get(f.name, f.dataType.simpleString()) != f.dataType.simpleString()))
     target = how.given if how.given is not None else drift.schema if drift else incoming
     if drift is not None and drift.new and mode == "fail_on_new_columns":
         holding = [f.path for group, df in zip(groups, reads, strict=True)
@@ -766,8 +767,7 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
     parts: list[DataFrame] = []
     rescued: dict[str, int] = {}
     for df in reads:
-        if source.lineage_column:
-            df = df.withColumn(source.lineage_column, F.col("_metadata.file_path"))
+        df = _with_added(df, source, None, empty=False)
         if malformed.CORRUPT in df.columns:
             df = df.withColumn(malformed.FILE, F.col("_metadata.file_path"))
         converted, misfits = schema_drift.conform(
