@@ -278,10 +278,13 @@ class JobContext:
             merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on))
 
     def write_iceberg(self, df: DataFrame, table: str, *, mode: IcebergWriteMode = "append",
-                      keys: str | Sequence[str] = (), checks: str | None = None) -> WriteResult:
+                      keys: str | Sequence[str] = (), merge_schema: bool = False,
+                      checks: str | None = None) -> WriteResult:
         """Write ``df`` to the Iceberg table ``table`` (``catalog.namespace.table``; created when
         missing) in one snapshot carrying this run, as ``write_delta`` does (``checks`` too):
         ``mode`` ``append``, ``overwrite`` (the whole table) or ``merge`` (an upsert on ``keys``).
+        With ``merge_schema``, the table first takes the rows' new columns and struct fields
+        and Iceberg's promotions (int -> long, float -> double, decimal precision).
 
         Returns:
             A ``WriteResult``, ``version`` the snapshot id; ``skipped`` when nothing was committed.
@@ -290,7 +293,8 @@ class JobContext:
             IcebergError, JobError, DataQualityError, StateBehindTargetsError
             SparkFeatureError: a Spark line Iceberg has no runtime for.
         """
-        return self._run.write_iceberg(df, table, mode=mode, checks=checks, keys=_as_tuple(keys))
+        return self._run.write_iceberg(df, table, mode=mode, checks=checks, keys=_as_tuple(keys),
+                                       merge_schema=merge_schema)
 
     def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
                       checks: str | None = None) -> WriteResult:

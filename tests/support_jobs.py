@@ -352,6 +352,7 @@ class FilesToIceberg(IncrementalJob):
         mode = ctx.params.get("mode", "append")
         ctx.write_iceberg(read(ctx), ctx.params["table"], mode=mode,
                           keys=["id"] if mode == "merge" else (),
+                          merge_schema=ctx.params.get("merge_schema") == "true",
                           checks=ctx.params.get("checks_name"))
 
 

@@ -298,6 +298,34 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
 
 @needs_runtime
 @pytest.mark.compat
+def test_an_iceberg_target_takes_new_fields_and_promotions_given_merge_schema(ws):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = f"{ws.use_iceberg()}.drift"
+    ws.declare("copy", cls="FilesToIceberg", table=table, format="parquet")
+    pq.write_table(pa.table({"id": pa.array([1], pa.int32()), "s": [{"x": 1}]}),
+                   ws.landing / "1.parquet")
+    ws.run("copy")
+    # int32 -> int64, a new column, a new nested field: refused in one line, files unread
+    pq.write_table(pa.table({"id": pa.array([3_000_000_000], pa.int64()),
+                             "s": [{"x": 2, "y": "new"}], "coupon": ["c"]}),
+                   ws.landing / "2.parquet")
+    with pytest.raises(JobFailedError) as refused:
+        ws.run("copy")
+    assert ("the rows bring id int -> bigint, + s.y string, + coupon string: pass "
+            "merge_schema=True") in str(refused.value)
+    ws.declare("copy", cls="FilesToIceberg", table=table, format="parquet",
+               merge_schema="true")
+    assert ws.run("copy").inputs["src"]["files"] == 1
+    rows = {r.id: r for r in ws.spark.table(table).collect()}
+    assert {i: (r.s.x, r.s.y, r.coupon) for i, r in rows.items()} == {
+        1: (1, None, None), 3_000_000_000: (2, "new", "c")}
+    assert dict(ws.spark.table(table).dtypes)["id"] == "bigint"
+
+
+@needs_runtime
+@pytest.mark.compat
 def test_rewind_with_restore_targets_rolls_an_iceberg_target_back(ws):
     table = f"{ws.use_iceberg()}.target"
     ws.declare("copy", cls="FilesToIceberg", table=table)

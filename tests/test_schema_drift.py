@@ -116,6 +116,57 @@ def history_run_id(ws, run_seq: int) -> str:
     return run_id
 
 
+#: JSON lines the driver infers as Spark does (each case a file), and lines it leaves to
+#: Spark (None: Python's parser reads them otherwise, or Spark's rules are its own)
+JSON_CASES: dict[str, list[str] | None] = {
+    "numbers": ['{"a":1,"b":2.5,"c":-0,"d":1E5,"e":NaN,"f":-Infinity,"g":1e400}'],
+    "bigint to decimal": ['{"a":9223372036854775807,"b":-9223372036854775809}',
+                          '{"a":9223372036854775808,"c":123456789012345678901234}',
+                          '{"c":5,"d":123456789012345678901234}', '{"d":5.5}'],
+    "conflicts": ['{"a":1}', '{"a":"x"}', '{"b":true,"c":{"x":1}}', '{"b":1,"c":[1]}'],
+    "nested": ['{"s":{"z":1,"a":{"q":[1,2.0]}},"t":[{"x":1},{"y":"2"}],"u":[[1],[2.5]]}',
+               '{"s":{"m":null,"z":"t"},"v":[],"w":[null],"n":null}'],
+    "names": ['{"a":1,"A":"x","B":1,"_u":2,"Z":3,"é":1,"éx":2,"日本":1,"\\ud83d\\ude00":1,'
+              '"\\uffff":1}'],
+    "blank lines and separators": ['', '  ', '{"a":1}\r\n{"b":2}\r{"c":3}', '\t'],
+    "no record": [''],
+    "single quotes": ["{'a':1}"],
+    "duplicate keys": ['{"a":1,"a":2}'],
+    "top-level array": ['[{"a":1}]'],
+    "not an object": ['5'],
+    "empty object": ['{"a":1,"b":{}}'],
+    "empty name": ['{"":1}'],
+    "malformed": ['{"a":1'],
+}
+LEFT_TO_SPARK = {"single quotes", "duplicate keys", "top-level array", "not an object",
+                 "empty object", "empty name", "malformed"}
+
+
+@pytest.mark.compat
+@pytest.mark.spark
+def test_json_schemas_are_inferred_on_the_driver_as_spark_infers_them(spark, tmp_path):
+    from framework.sources import json_schema
+    from framework.sources.listed_reads import ListedFile
+    from framework.spark import temporary_conf
+
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
+    for name, lines in JSON_CASES.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text("\n".join(lines) + "\n", newline="")
+        found = json_schema.infer([ListedFile(str(path), path.stat().st_size, 0)], options)
+        if name in LEFT_TO_SPARK:
+            assert found is None, name
+            continue
+        with temporary_conf(spark, {"spark.sql.caseSensitive": "true"}):
+            assert found == spark.read.options(**options).json(str(path)).schema, name
+    # files merged; more than DRIVER_BYTES, compressed, or with reader options: Spark's
+    files = [ListedFile(str(tmp_path / f"{name}.json"), 1, 0) for name in ("nested", "names")]
+    assert json_schema.infer(files, {}) is not None
+    assert json_schema.infer(files, {"multiLine": "true"}) is None
+    assert json_schema.infer([ListedFile("x.json.gz", 1, 0)], {}) is None
+    assert json_schema.infer([ListedFile("x.json", json_schema.DRIVER_BYTES + 1, 0)], {}) is None
+
+
 @pytest.mark.spark
 @pytest.mark.native
 def test_parquet_files_are_read_by_name_and_their_types_widen(ws, spark):

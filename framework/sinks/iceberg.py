@@ -1,7 +1,10 @@
 """Iceberg targets: each run's commit is one snapshot that names the run.
 
 A run writes through Spark (``append``, ``overwrite`` of the whole table, or ``merge`` on
-keys), with its identity and record in the snapshot's summary (``deltamark.job``,
+keys); with ``merge_schema``, the table's schema first takes the rows' new columns and
+struct fields and Iceberg's type promotions (int -> long, float -> double, decimal
+precision), by Spark's ``ALTER TABLE`` (schema changes, not snapshots). The run's
+identity and record are in the snapshot's summary (``deltamark.job``,
 ``deltamark.run_seq``, ``deltamark.run_id``, ``deltamark.record``): recovery and replays
 read them back with pyiceberg (``framework.iceberg``) to find what landed, and never write
 a run twice. Rolling back and restoring are Iceberg's ``rollback_to_snapshot`` (Spark).
@@ -23,10 +26,12 @@ from framework.errors import IcebergError
 from framework.sinks.target import RestoredTarget, TargetRun, Written
 from framework.spark import quoted, temporary_conf
 from framework.spark_lines import at_least
+from framework.spark_types import same, sql_type, widens
 from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameWriterV2, SparkSession
+    from pyspark.sql.types import DataType
 
 __all__ = ["OUTPUT_TAG", "IcebergTarget", "IcebergWrite", "WriteMode", "is_output", "write"]
 
@@ -56,13 +61,14 @@ class IcebergWrite:
 
 def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
           keys: Sequence[str], job: str, run_id: str, run_seq: int, record: RunRecord,
-          before_commit: Callable[[], object]) -> IcebergWrite:
+          before_commit: Callable[[], object], merge_schema: bool = False) -> IcebergWrite:
     """Write ``df`` to ``table`` as run ``run_seq`` of ``job``, once: when the table holds
     the run already, nothing is written. ``before_commit`` runs before the snapshot is
     committed (the runner records the run's plan then).
 
     Raises:
-        IcebergError: a merge without keys, or keys the rows lack.
+        IcebergError: a merge without keys, or keys the rows lack; new columns without
+            ``merge_schema``, or a type the table's cannot take.
     """
     if mode == "merge":
         if not keys:
@@ -74,6 +80,8 @@ def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
     target = IcebergTarget(table)
     if landed := target.runs(job, after_seq=run_seq - 1):
         return IcebergWrite(landed[0].version, replayed=True)
+    if iceberg.exists(table):
+        _evolve(spark, df, table, merge_schema=merge_schema)
     before_commit()
     mark = {f"{iceberg.MARK_PREFIX}{key}": value for key, value in (
         ("job", job), ("run_seq", str(run_seq)), ("run_id", run_id),
@@ -92,6 +100,66 @@ def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
         _with_options(df.writeTo(table), mark).append()
     [written] = target.runs(job, after_seq=run_seq - 1)
     return IcebergWrite(written.version)
+
+
+def _evolve(spark: SparkSession, df: DataFrame, table: str, *, merge_schema: bool) -> None:
+    """``table``'s schema altered to take ``df``'s new fields and promotions.
+
+    Raises:
+        IcebergError: new fields without ``merge_schema``, or a type that cannot promote.
+    """
+    changes: dict[str, str] = {}
+    problems: list[str] = []
+    _changes(spark.table(table).schema, df.schema, (), changes, problems)
+    if changes and not merge_schema:
+        problems.insert(0, f"the rows bring {', '.join(changes.values())}: pass "
+                        "merge_schema=True to add and promote them")
+    if problems:
+        raise IcebergError(table, "; ".join(problems))
+    for clause in changes:
+        spark.sql(f"ALTER TABLE {table} {clause}")
+
+
+def _changes(table: DataType, data: DataType, path: tuple[str, ...],
+             changes: dict[str, str], problems: list[str]) -> None:
+    """The ``ALTER TABLE`` clauses (with what each says) bringing the ``table`` type at
+    ``path`` to take ``data`` (Iceberg's: fields added at any depth, int -> long,
+    float -> double, decimal precision up), and what cannot."""
+    from pyspark.sql import types as T
+
+    column = ".".join(quoted(part) for part in path)
+    if same(table, data) or widens(data, table):
+        return  # Spark casts the rows up as it writes them
+    if isinstance(table, T.StructType) and isinstance(data, T.StructType):
+        known = {f.name.lower(): f for f in table.fields}  # Spark resolves names so
+        for f in data.fields:
+            if (match := known.get(f.name.lower())) is not None:
+                _changes(match.dataType, f.dataType, (*path, match.name), changes, problems)
+            else:
+                name = ".".join(quoted(part) for part in (*path, f.name))
+                changes[f"ADD COLUMN {name} {sql_type(f.dataType)}"] = (
+                    f"+ {'.'.join((*path, f.name))} {f.dataType.simpleString()}")
+    elif isinstance(table, T.ArrayType) and isinstance(data, T.ArrayType):
+        _changes(table.elementType, data.elementType, (*path, "element"), changes, problems)
+    elif isinstance(table, T.MapType) and isinstance(data, T.MapType) and same(
+            table.keyType, data.keyType):
+        _changes(table.valueType, data.valueType, (*path, "value"), changes, problems)
+    elif _promotes(table, data):
+        changes[f"ALTER COLUMN {column} TYPE {sql_type(data)}"] = (
+            f"{'.'.join(path)} {table.simpleString()} -> {data.simpleString()}")
+    else:
+        problems.append(f"column {'.'.join(path)} is {data.simpleString()} in the rows but "
+                        f"{table.simpleString()} in the table, and Iceberg cannot promote it")
+
+
+def _promotes(table: DataType, data: DataType) -> bool:
+    """Whether Iceberg promotes a column of type ``table`` to ``data``."""
+    from pyspark.sql import types as T
+
+    if isinstance(table, T.DecimalType) and isinstance(data, T.DecimalType):
+        return data.scale == table.scale and data.precision > table.precision
+    return ((isinstance(table, T.IntegerType) and isinstance(data, T.LongType))
+            or (isinstance(table, T.FloatType) and isinstance(data, T.DoubleType)))
 
 
 def _with_options(writer: DataFrameWriterV2, mark: Mapping[str, str]) -> DataFrameWriterV2:

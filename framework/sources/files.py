@@ -46,7 +46,7 @@ import pyarrow.fs as pafs
 
 from framework import humanize
 from framework.errors import one_line
-from framework.sources import Backlog, file_events, malformed, schema_drift
+from framework.sources import Backlog, file_events, json_schema, malformed, schema_drift
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
 from framework.sources.listed_reads import ListedFile, read_listed
@@ -813,6 +813,8 @@ def _group_reads(spark: SparkSession, source: FileSource,
                 header = StructType([StructField(f.name, typed.dataType, True) for f, typed
                                      in zip(header.fields, found.fields, strict=False)])
             schema = header
+        elif source.format == "json" and how.given is None:
+            schema = json_schema.infer(group.files, how.options)  # None: Spark infers it
         if how.lenient and (schema is not None or source.format != "json"):
             if schema is None:  # only JSON's inference adds the malformed records' column
                 schema = read_listed(spark, group.files, format=source.format,
