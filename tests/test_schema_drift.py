@@ -167,6 +167,41 @@ def test_json_schemas_are_inferred_on_the_driver_as_spark_infers_them(spark, tmp
     assert json_schema.infer([ListedFile("x.json", json_schema.DRIVER_BYTES + 1, 0)], {}) is None
 
 
+@pytest.mark.compat
+@pytest.mark.spark
+def test_a_first_run_beyond_the_drivers_bounds_infers_from_a_sample_and_loses_nothing(
+        ws, monkeypatch):
+    from framework.sources import json_schema
+
+    # eight files are "a million": the sample is files 0 and 4
+    monkeypatch.setattr(json_schema, "DRIVER_FILES", 4)
+    monkeypatch.setattr(json_schema, "SAMPLE_FILES", 2)
+    ws.declare(merge_schema="true")
+    drift = {1: {"coupon": "C", "s": {"x": 1, "tier": "gold"}},
+             2: {"amount": "4a", "items": [{"k": 2, "q": 3}]},
+             5: {"s": "flat"}, 6: {"amount": 2.5, "m": {"a": [1]}}}
+    for i in range(8):
+        record = {"id": i, "amount": i, "s": {"x": i}, "items": [{"k": i}]} | drift.get(i, {})
+        land_json(ws, f"{i}.json", [record])
+    (ws.landing / "7.json").write_text('\n{"id": 7}\n  \n')
+    report = ws.run()
+    assert "first read, its schema inferred from a sample" in report.schema_changes["src"][0]
+    rows = target_rows(ws)
+    assert sorted(rows) == list(range(8))
+    rescued = {i: {k: v for k, v in json.loads(r[RESCUED]).items()
+                   if not k.startswith("_")} for i, r in rows.items() if r[RESCUED]}
+    assert rescued == {1: {"coupon": "C", "s.tier": "gold"},
+                       2: {"amount": "4a", "items[0].q": "3"},
+                       5: {"s": "flat"}, 6: {"amount": "2.5", "m": '{"a":[1]}'}}
+    assert (rows[2]["amount"], rows[5]["s"], rows[6]["amount"]) == (None, None, None)
+    assert rows[3] == {"id": 3, "amount": 3, "s": {"x": 3}, "items": [{"k": 3}],
+                       RESCUED: None}
+    # a later run within the driver's bounds adds what it brings, as columns
+    land_json(ws, "8.json", [{"id": 8, "coupon": "D"}])
+    ws.run()
+    assert target_rows(ws)[8]["coupon"] == "D"
+
+
 @pytest.mark.spark
 @pytest.mark.native
 def test_parquet_files_are_read_by_name_and_their_types_widen(ws, spark):

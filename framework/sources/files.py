@@ -740,9 +740,12 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
     incoming = schema_drift.first_schema([_data_schema(df.schema) for df in reads])
     mode = source.schema_evolution or ("none" if how.given is not None
                                        else "add_new_columns")
+    sampled = any(json_schema.UNFIT_FIELDS in df.columns for df in reads)
     drift = (None if how.given is not None
-             else schema_drift.Drift(incoming, ("first read",)) if how.stored is None
-             else schema_drift.evolve(how.stored, incoming, mode))
+             else schema_drift.Drift(incoming, (
+                 "first read, its schema inferred from a sample of its files (what they "
+                 f"hold beyond it is in {how.rescued_column})" if sampled else "first read",))
+             if how.stored is None else schema_drift.evolve(how.stored, incoming, mode))
     if drift is not None and how.hints is not None:
         hinted = _hinted(drift.schema, how.hints)
         before = {f.name: f.dataType.simpleString() for f in drift.schema.fields}
@@ -772,7 +775,8 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
             df = df.withColumn(malformed.FILE, F.col("_metadata.file_path"))
         converted, misfits = schema_drift.conform(
             df, target, keep=keep, rescued_column=how.rescued_column, run_id=how.run_id,
-            mode=mode)
+            mode=mode, unfit_fields=json_schema.UNFIT_FIELDS
+            if json_schema.UNFIT_FIELDS in df.columns else None)
         for name, count in schema_drift.rescue_counts(df, misfits).items():
             rescued[name] = rescued.get(name, 0) + count
         if schema_drift.case_clashes(df.schema):
@@ -814,7 +818,8 @@ def _group_reads(spark: SparkSession, source: FileSource,
                                      in zip(header.fields, found.fields, strict=False)])
             schema = header
         elif source.format == "json" and how.given is None:
-            schema = json_schema.infer(group.files, how.options)  # None: Spark infers it
+            reads.append(_json_read(spark, group.files, how))
+            continue
         if how.lenient and (schema is not None or source.format != "json"):
             if schema is None:  # only JSON's inference adds the malformed records' column
                 schema = read_listed(spark, group.files, format=source.format,
@@ -825,6 +830,25 @@ def _group_reads(spark: SparkSession, source: FileSource,
                                  options=how.options, schema=schema,
                                  base_path=how.base_path))
     return reads
+
+
+def _json_read(spark: SparkSession, files: Sequence[ListedFile], how: _ByName) -> DataFrame:
+    """JSON files read with the schema the driver infers (where it cannot, Spark infers
+    it); a context's first read of more, with the schema of a sample of them."""
+    schema = json_schema.infer(files, how.options)
+    sample = (json_schema.sample(files, how.options) if schema is None and how.stored is None
+              and how.rescued_column is not None else None)
+    if sample:
+        sampled = json_schema.infer(sample, how.options) or _data_schema(read_listed(
+            spark, sample, format="json", options=how.options, schema=None,
+            base_path=None).schema)
+        if sampled.fields:
+            return json_schema.read_sampled(
+                spark, files, sampled, base_path=how.base_path,
+                corrupt_column=malformed.CORRUPT if how.lenient else None)
+    return read_listed(spark, files, format="json", options=how.options, schema=(
+        malformed.with_corrupt_column(schema) if schema is not None and how.lenient
+        else schema), base_path=how.base_path)
 
 
 def _hinted(schema: StructType, hints: StructType) -> StructType:
@@ -846,7 +870,8 @@ def _type_of(schema: StructType, name: str) -> str:
 def _data_schema(schema: StructType) -> StructType:
     from pyspark.sql.types import StructType
 
-    return StructType([f for f in schema.fields if f.name != malformed.CORRUPT])
+    return StructType([f for f in schema.fields
+                       if f.name not in (malformed.CORRUPT, json_schema.UNFIT_FIELDS)])
 
 
 def _rescued_column(source: FileSource, plan: FilePlan) -> str | None:

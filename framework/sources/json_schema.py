@@ -1,14 +1,21 @@
 """The schema of a run's new JSON files, inferred on the driver as Spark infers it.
 
 Without a schema, Spark reads JSON twice: a job that infers the schema from every record,
-then the read. Where a run's new files are few and small (``DRIVER_BYTES`` in all), the
-driver reads them itself and infers the schema by Spark's rules (``JsonInferSchema``:
-integers are bigint, or decimal beyond it; other numbers double; objects structs with
-their fields sorted by name; conflicting types a string), and Spark reads them once, with
-that schema. Whatever the driver cannot be sure Spark reads alike (reader options,
-compressed files, a byte-order mark, a line Python's parser refuses, duplicate keys,
-a top-level value that is not an object, an empty object or name) leaves the inference
-to Spark.
+then the read. Where a run's new files are few and small (``DRIVER_FILES`` files and
+``DRIVER_BYTES`` in all), the driver reads them itself and infers the schema by Spark's
+rules (``JsonInferSchema``: integers are bigint, or decimal beyond it; other numbers
+double; objects structs with their fields sorted by name; conflicting types a string), and
+Spark reads them once, with that schema. Whatever the driver cannot be sure Spark reads
+alike (reader options, compressed files, a byte-order mark, a line Python's parser
+refuses, duplicate keys, a top-level value that is not an object, an empty object or
+name) leaves the inference to Spark.
+
+A context's first run over more than that (a backlog of a million files) infers from a
+``sample`` of its files instead, spread over them, and reads them all in one pass
+(``read_sampled``): each line parsed with that schema, and what it holds beyond it (a
+field the sample never had, at any depth) kept as the line's *unknown fields*, which the
+read puts in the rescued-data column. Nothing is left out, and no pass reads everything
+twice.
 """
 
 from __future__ import annotations
@@ -20,17 +27,25 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from framework.spark import quoted
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
     from framework.sources.listed_reads import ListedFile
 
-__all__ = ["DRIVER_BYTES", "infer"]
+__all__ = ["DRIVER_BYTES", "DRIVER_FILES", "SAMPLE_FILES", "UNFIT_FIELDS", "infer",
+           "read_sampled", "sample"]
 
-#: at most this much new JSON is inferred on the driver
+#: at most this much new JSON is inferred on the driver (and sampled, beyond it)
 DRIVER_BYTES = 16 << 20
+DRIVER_FILES = 10_000
+SAMPLE_FILES = 1_000
+#: the column of a sampled read holding what of each line does not fit (path, value text)
+UNFIT_FIELDS = "_deltamark_unfit_fields"
+_NO_FIELDS = "CAST(array() AS ARRAY<STRUCT<path: STRING, value: STRING>>)"
 #: files read at once
 READERS = 16
 #: reader options Spark infers alike with (deltamark's malformed-record policies)
@@ -50,9 +65,8 @@ class _UnsureError(Exception):
 def infer(files: Sequence[ListedFile], options: Mapping[str, str]) -> StructType | None:
     """The schema Spark infers for the JSON lines in ``files`` read with ``options``, or
     None where the driver leaves it to Spark (see the module's docstring)."""
-    if ({name.lower() for name in options} - NEUTRAL_OPTIONS
-            or sum(file.size for file in files) > DRIVER_BYTES
-            or any(file.path.lower().endswith(COMPRESSED) for file in files)):
+    if (not _plain(files, options) or len(files) > DRIVER_FILES
+            or sum(file.size for file in files) > DRIVER_BYTES):
         return None
     from pyspark.sql.types import NullType, StructType
 
@@ -66,13 +80,117 @@ def infer(files: Sequence[ListedFile], options: Mapping[str, str]) -> StructType
     return root if isinstance(root, StructType) else StructType([])
 
 
+def sample(files: Sequence[ListedFile], options: Mapping[str, str]
+           ) -> list[ListedFile] | None:
+    """The files to infer the schema of a backlog beyond the driver's bounds from: up to
+    ``SAMPLE_FILES`` of those holding something, spread over ``files``, ``DRIVER_BYTES`` in
+    all. None where ``files`` are within the bounds, or not JSON lines read plainly."""
+    if (not _plain(files, options) or (len(files) <= DRIVER_FILES
+                                       and sum(file.size for file in files) <= DRIVER_BYTES)):
+        return None
+    holding = [file for file in files if file.size]
+    picked: list[ListedFile] = []
+    size = 0
+    for file in holding[::max(1, len(holding) // SAMPLE_FILES)][:SAMPLE_FILES]:
+        if size + file.size > DRIVER_BYTES and picked:
+            break
+        picked.append(file)
+        size += file.size
+    return picked
+
+
+def read_sampled(spark: SparkSession, files: Sequence[ListedFile], schema: StructType, *,
+                 corrupt_column: str | None, base_path: str | None) -> DataFrame:
+    """``files``' JSON lines parsed with ``schema``, each with its ``UNFIT_FIELDS``: the
+    fields it holds that ``schema`` lacks, and those whose values do not parse as its
+    types (NULL in their columns). A line that is not a JSON object is malformed: its text
+    in ``corrupt_column``, or (None) the read fails naming its file."""
+    from framework.sources.listed_reads import read_listed
+    from framework.spark_types import literal, sql_type
+
+    lines = read_listed(spark, files, format="text", options={}, schema=None,
+                        base_path=base_path)
+    partitions = [quoted(c) for c in lines.columns if c != "value"]
+    malformed = "json_object_keys(value) IS NULL"
+    # a value that does not parse is NULL, and so is the rest of its record unless Spark
+    # keeps partial results (spark.sql.json.enablePartialResults, on by default): either
+    # way _unfit finds the values that are NULL in the row but not in the line
+    parsed = f"from_json(value, {literal(sql_type(schema))})"
+    if corrupt_column is None:
+        parsed = (f"CASE WHEN {malformed} THEN raise_error(concat('malformed JSON record in ', "
+                  f"_metadata.file_path, ': ', left(value, 200))) ELSE {parsed} END")
+    return lines.where("length(trim(value)) > 0").selectExpr(
+        f"{parsed} AS __parsed", "value", *partitions,
+    ).selectExpr(
+        *[f"__parsed.{quoted(f.name)}" for f in schema.fields],
+        *([f"CASE WHEN {malformed} THEN value END AS {quoted(corrupt_column)}"]
+          if corrupt_column else []),
+        *partitions,
+        f"{_unfit('value', '__parsed', schema, literal(''), 0)} AS {UNFIT_FIELDS}")
+
+
+def _unfit(raw: str, parsed: str, schema: StructType, prefix: str, depth: int) -> str:
+    """SQL: the fields of the JSON object text ``raw`` that ``schema`` lacks or that did not
+    parse into ``parsed`` (SQL of the struct parsed from it), at any depth, as an array of
+    (path, value text), the paths beginning with the SQL ``prefix``."""
+    from framework.spark_types import literal
+
+    fields, entry = f"m{depth}", f"e{depth}"
+    known = ", ".join(literal(name) for name in schema.fieldNames())
+    unknown = (f"filter(map_entries({fields}), {entry} -> NOT array_contains(array({known}), "
+               f"{entry}.key))")
+    parts = [f"transform({unknown}, {entry} -> named_struct('path', concat({prefix}, "
+             f"{entry}.key), 'value', {entry}.value))"]
+    for f in schema.fields:
+        parts.append(_unparsed(f"{fields}[{literal(f.name)}]", f"{parsed}.{quoted(f.name)}",
+                               f.dataType, f"concat({prefix}, {literal(f.name)})", depth + 1))
+    body = "concat(" + ", ".join(f"coalesce({part}, {_NO_FIELDS})" for part in parts) + ")"
+    return (f"transform(array(from_json({raw}, 'map<string,string>')), {fields} -> {body})"
+            "[0]")
+
+
+def _unparsed(raw: str, parsed: str, data_type: DataType, path: str, depth: int) -> str:
+    """SQL: the value text ``raw`` (of a field named ``path``) where it did not parse into
+    ``parsed`` at all, else the unfit fields inside it."""
+    from pyspark.sql import types as T
+
+    whole = f"array(named_struct('path', {path}, 'value', {raw}))"
+    inner = _NO_FIELDS
+    if isinstance(data_type, T.StructType):
+        inner = _unfit(raw, parsed, data_type, f"concat({path}, '.')", depth)
+    elif isinstance(data_type, T.ArrayType):
+        element, index = f"x{depth}", f"i{depth}"
+        each = _unparsed(element, f"try_element_at({parsed}, {index} + 1)",
+                         data_type.elementType, f"concat({path}, '[', {index}, ']')", depth + 1)
+        inner = (f"flatten(transform(from_json({raw}, 'array<string>'), "
+                 f"({element}, {index}) -> {each}))")
+    elif isinstance(data_type, T.MapType):
+        entry = f"v{depth}"
+        each = _unparsed(f"{entry}.value", f"try_element_at({parsed}, {entry}.key)",
+                         data_type.valueType, f"concat({path}, '[', {entry}.key, ']')",
+                         depth + 1)
+        inner = (f"flatten(transform(map_entries(from_json({raw}, 'map<string,string>')), "
+                 f"{entry} -> {each}))")
+    return (f"CASE WHEN {raw} IS NULL THEN {_NO_FIELDS} WHEN {parsed} IS NULL THEN {whole} "
+            f"ELSE coalesce({inner}, {_NO_FIELDS}) END")
+
+
+def _plain(files: Sequence[ListedFile], options: Mapping[str, str]) -> bool:
+    """Whether ``files`` are JSON lines read with no option the driver does not know."""
+    return not ({name.lower() for name in options} - NEUTRAL_OPTIONS
+                or any(file.path.lower().endswith(COMPRESSED) for file in files))
+
+
 def _file_type(file: ListedFile) -> DataType:
     """The merged type of ``file``'s records."""
     from pyspark.sql.types import NullType
 
-    fs, path, _ = filesystem(file.path)
-    with fs.open_input_stream(path) as stream:
-        data = stream.read()
+    try:
+        fs, path, _ = filesystem(file.path)
+        with fs.open_input_stream(path) as stream:
+            data = stream.read()
+    except (OSError, ValueError):  # a store pyarrow does not reach from here: Spark does
+        raise _UnsureError from None
     if data.startswith(BYTE_ORDER_MARKS):
         raise _UnsureError
     try:

@@ -310,20 +310,25 @@ def header_schema(header: Sequence[str], target: StructType | None,
 
 
 def conform(df: DataFrame, target: StructType, *, keep: Sequence[str] = (),
-            rescued_column: str | None, run_id: str, mode: EvolutionMode
-            ) -> tuple[DataFrame, tuple[Misfit, ...]]:
+            rescued_column: str | None, run_id: str, mode: EvolutionMode,
+            unfit_fields: str | None = None) -> tuple[DataFrame, tuple[Misfit, ...]]:
     """``df`` (one group's read) with ``target``'s columns by name, then the string
     columns named in ``keep`` as they are (NULL where ``df`` has none), then
-    ``rescued_column``: what of each row does not fit ``target``, as JSON text with the
+    ``rescued_column``: what of each row does not fit ``target`` (and the fields in its
+    column ``unfit_fields``: an array of path and value text), as JSON text with the
     file's path and ``run_id``.
 
     Returns the DataFrame and what may not fit (``rescue_counts`` counts it).
     """
-    columns, conversion = _conversion(df.schema, target, keep, mode)
-    columns += [quoted(name) if name in df.schema.fieldNames()
+    from pyspark.sql.types import StructType
+
+    given = StructType([f for f in df.schema.fields if f.name != unfit_fields])
+    columns, conversion = _conversion(given, target, keep, mode)
+    columns += [quoted(name) if name in given.fieldNames()
                 else f"CAST(NULL AS STRING) AS {quoted(name)}" for name in keep]
     if rescued_column is not None:
-        columns.append(f"{_rescued(conversion.misfits, run_id)} AS {quoted(rescued_column)}")
+        rescued = _rescued(conversion.misfits, run_id, unfit_fields)
+        columns.append(f"{rescued} AS {quoted(rescued_column)}")
     return df.selectExpr(*columns), tuple(conversion.misfits)
 
 
@@ -355,11 +360,18 @@ def _conversion(given: StructType, target: StructType, keep: Sequence[str],
     return columns, conversion
 
 
-def _rescued(misfits: Sequence[Misfit], run_id: str) -> str:
-    if not misfits:
+def _rescued(misfits: Sequence[Misfit], run_id: str, unfit_fields: str | None) -> str:
+    if not misfits and unfit_fields is None:
         return "CAST(NULL AS STRING)"
-    parts = ", ".join(f"{literal(m.name)}, CASE WHEN {m.condition} THEN {m.value} END"
-                      for m in misfits)
-    anything = " OR ".join(f"({m.condition})" for m in misfits)
-    return (f"CASE WHEN {anything} THEN to_json(named_struct({parts}, '_file_path', "
-            f"_metadata.file_path, '_run_id', {literal(run_id)})) END")
+    parts = "".join(f"{literal(m.name)}, CASE WHEN {m.condition} THEN {m.value} END, "
+                    for m in misfits)
+    rescued = (f"to_json(named_struct({parts}'_file_path', _metadata.file_path, "
+               f"'_run_id', {literal(run_id)}))")
+    conditions = [f"({m.condition})" for m in misfits]
+    if unfit_fields is not None:  # spliced in before the others: {unknown..., others...}
+        unknown = f"to_json(map_from_entries({quoted(unfit_fields)}))"
+        rescued = (f"CASE WHEN size({quoted(unfit_fields)}) > 0 THEN concat(substr("
+                   f"{unknown}, 1, length({unknown}) - 1), ',', substr({rescued}, 2)) "
+                   f"ELSE {rescued} END")
+        conditions.append(f"size({quoted(unfit_fields)}) > 0")
+    return f"CASE WHEN {' OR '.join(conditions)} THEN {rescued} END"
