@@ -368,10 +368,10 @@ def _rescued(misfits: Sequence[Misfit], run_id: str, unfit_fields: str | None) -
     rescued = (f"to_json(named_struct({parts}'_file_path', _metadata.file_path, "
                f"'_run_id', {literal(run_id)}))")
     conditions = [f"({m.condition})" for m in misfits]
-    if unfit_fields is not None:  # spliced in before the others: {unknown..., others...}
-        unknown = f"to_json(map_from_entries({quoted(unfit_fields)}))"
+    if unfit_fields is not None:  # spliced in before the others: {unfit..., others...}
+        unfit = f"to_json(map_from_entries({quoted(unfit_fields)}))"
         rescued = (f"CASE WHEN size({quoted(unfit_fields)}) > 0 THEN concat(substr("
-                   f"{unknown}, 1, length({unknown}) - 1), ',', substr({rescued}, 2)) "
+                   f"{unfit}, 1, length({unfit}) - 1), ',', substr({rescued}, 2)) "
                    f"ELSE {rescued} END")
         conditions.append(f"size({quoted(unfit_fields)}) > 0")
     return f"CASE WHEN {' OR '.join(conditions)} THEN {rescued} END"

@@ -71,7 +71,7 @@ def scenario(spark, conf: Path, root: str, processed: int,
              listings: Sequence[str] = ("full",), landing: str | None = None
              ) -> dict[str, float]:
     """Both sides over ``landing`` (a local path or URI; ``root/landing`` by default),
-        state and targets under ``root``, deltamark's conf in ``conf``; ``land(landing,
+    state and targets under ``root``, deltamark's conf in ``conf``; ``land(landing,
     start, count, age_s=..., empty=...)`` writes files ``start`` to ``start + count``.
     deltamark runs a job a listing mode (``listings``): each is a side, named
     "deltamark (<listing>)"; README_SIDE among them runs the README's job instead."""
