@@ -183,7 +183,7 @@ def test_a_first_run_beyond_the_drivers_bounds_infers_from_a_sample_and_loses_no
     for i in range(8):
         record = {"id": i, "amount": i, "s": {"x": i}, "items": [{"k": i}]} | drift.get(i, {})
         land_json(ws, f"{i}.json", [record])
-    (ws.landing / "7.json").write_text('\n{"id": 7}\n  \n')
+    (ws.landing / "7.json").write_text('\n{"id": 7}\n  \n \t \r\n')  # blank lines
     report = ws.run()
     assert "first read, its schema inferred from a sample" in report.schema_changes["src"][0]
     rows = target_rows(ws)

@@ -54,6 +54,7 @@ COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".x
 BYTE_ORDER_MARKS = (b"\xef\xbb\xbf", b"\xfe\xff", b"\xff\xfe")
 #: Spark's line separators, as Hadoop's line reader splits
 LINES = re.compile(r"\r\n|\r|\n")
+JSON_WHITESPACE = " \t\r\n"
 LONG_RANGE = (-(1 << 63), 1 << 63)
 MAX_PRECISION = 38
 
@@ -119,7 +120,7 @@ def read_sampled(spark: SparkSession, files: Sequence[ListedFile], schema: Struc
     if corrupt_column is None:
         parsed = (f"CASE WHEN {malformed} THEN raise_error(concat('malformed JSON record in ', "
                   f"_metadata.file_path, ': ', left(value, 200))) ELSE {parsed} END")
-    return lines.where("length(trim(value)) > 0").selectExpr(
+    return lines.where("value RLIKE '[^ \\t\\r\\n]'").selectExpr(  # not blank
         f"{parsed} AS __parsed", "value", *partitions,
     ).selectExpr(
         *[f"__parsed.{quoted(f.name)}" for f in schema.fields],
@@ -199,7 +200,7 @@ def _file_type(file: ListedFile) -> DataType:
         raise _UnsureError from None
     merged: DataType = NullType()
     for line in LINES.split(text):
-        if line.strip():
+        if line.strip(JSON_WHITESPACE):
             merged = _compatible(merged, _record_type(line))
     return merged
 
