@@ -109,7 +109,7 @@ class JobContext:
         bad_records: BadRecords = "fail", bad_records_table: str | None = None,
         partition_filter: str | None = None,
         schema_evolution: EvolutionMode | None = None, schema_hints: str | None = None,
-        rescued_data_column: str | bool = True,
+        rescued_data_column: str | bool = True, choice_types: bool = False,
     ) -> DataFrame:
         """Read the files under ``paths`` (URIs, no globs) this context has not read yet,
         every file by column name, with the schema the context has read so far.
@@ -137,7 +137,8 @@ class JobContext:
             schema_hints: types some columns of the inferred schema take (Spark DDL).
             rescued_data_column: the column values that do not fit go to, as JSON: by
                 default ``_rescued_data`` where the schema is inferred; False: none (such
-                a value fails the run).
+                a value fails the run, unless ``choice_types``: its column is then a
+                choice of its type and string, as in Glue's DynamicFrames).
 
         Raises:
             MissingContextError, SourceError
@@ -151,7 +152,7 @@ class JobContext:
             lineage_column=lineage_column, bad_records=bad_records,
             bad_records_table=bad_records_table, partition_filter=partition_filter,
             schema_evolution=schema_evolution, schema_hints=schema_hints,
-            rescued_data_column=rescued_data_column)
+            rescued_data_column=rescued_data_column, choice_types=choice_types)
         return self._run.read_files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 

@@ -18,7 +18,11 @@ from framework.spark import quoted
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["Conversion", "Misfit", "literal", "same", "sql_type", "widens"]
+__all__ = ["CHOICE", "Conversion", "Misfit", "literal", "same", "sql_type", "widens"]
+
+#: the field metadata key of a *choice* column (Glue's choice type): a text column whose
+#: values are of the type it names, or not
+CHOICE = "deltamark.glue.choice"
 
 
 def widens(narrow: DataType, wide: DataType) -> bool:

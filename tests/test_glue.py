@@ -423,6 +423,50 @@ def test_a_console_generated_script_runs_unchanged_three_times(spark, tmp_path, 
     assert rows() == [(2, "c2", 50.0), (4, "c4", 40.0)]
 
 
+CHOICE_SCRIPT = '''import sys
+from awsglue.context import GlueContext
+from awsglue.job import Job
+from awsglue.utils import getResolvedOptions
+from pyspark.context import SparkContext
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "source", "target"])
+glueContext = GlueContext(SparkContext())
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+frame = glueContext.create_dynamic_frame.from_options(
+    connection_type="s3", connection_options={"paths": [args["source"]]}, format="json",
+    transformation_ctx="source")
+glueContext.write_dynamic_frame.from_options(
+    frame=frame.resolveChoice(choice="make_cols"), connection_type="s3",
+    connection_options={"path": args["target"]}, format="json")
+job.commit()
+'''
+
+
+def test_a_type_another_run_read_otherwise_makes_a_glue_choice_type(spark, tmp_path):
+    script, source, target = tmp_path / "job.py", tmp_path / "in", tmp_path / "out"
+    script.write_text(CHOICE_SCRIPT)
+    source.mkdir()
+
+    def run(name: str, *records: dict) -> dict:
+        (source / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+        result = CliRunner().invoke(app, [
+            "--state-root", str(tmp_path / "state"), "run", "--script", str(script), "--json",
+            "--arg", "JOB_NAME=choices", "--arg", f"source={source}",
+            "--arg", f"target={target}", "--arg", "job-bookmark-option=job-bookmark-enable"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    run("1.json", {"id": 1, "n": "a"})
+    # id was a bigint: "4a" makes it a choice of long and string, as Glue's frames do
+    report = run("2.json", {"id": "4a", "n": "b"}, {"id": 5, "n": "c"})
+    assert report["schema_changes"] == {"source": ["id: a choice of bigint and string "
+                                                   "(1 value not of its type)"]}
+    rows = {r.n: r.asDict() for r in spark.read.json(str(target)).collect()}
+    assert {n: (r.get("id"), r.get("id_long"), r.get("id_string")) for n, r in rows.items()
+            } == {"a": (1, None, None), "b": (None, None, "4a"), "c": (None, 5, None)}
+
+
 def test_transforms_on_nested_fields_and_empty_frames(spark, tmp_path):
     from pyspark.sql.types import StructType
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueCatalogError
 from framework.spark import named_column, quoted, try_cast
+from framework.spark_types import CHOICE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["CHOICE", "catalog_type", "choice_of", "glue_type_name", "make_cols",
            "make_struct", "typed_by_catalog"]
 
-#: the field metadata key naming a choice column's other type (its values are text)
-CHOICE = "deltamark.glue.choice"
 
 #: Spark SQL type names -> Glue's (as make_cols names the columns)
 _GLUE_NAMES = {"bigint": "long", "int": "int", "smallint": "short", "tinyint": "byte",

@@ -141,8 +141,9 @@ class _Reader(GlueApi):
                 bounded_files=_number(options.get("boundedFiles")),
                 bounded_size=_number(options.get("boundedSize")),
                 partition_filter=push_down_predicate or None,
-                # a Glue frame has the columns of its files alone (no rescued-data column)
-                rescued_data_column=False)
+                # a Glue frame has the columns of its files alone (no rescued-data
+                # column): a value another run's files typed otherwise makes a choice
+                rescued_data_column=False, choice_types=True)
         elif push_down_predicate:
             raise GlueUnsupportedError(
                 f"push_down_predicate on connection_type={connection_type!r}",

@@ -52,6 +52,7 @@ from framework.sources.file_listing import Listing, list_found, list_roots
 from framework.sources.listed_reads import ListedFile, read_listed
 from framework.spark import is_connect, temporary_conf
 from framework.spark_lines import lacking, require
+from framework.spark_types import CHOICE
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -232,6 +233,9 @@ class FileSource:
     #: the column values that do not fit go to: True, ``_rescued_data`` where the schema is
     #: inferred (``_rescued_column``); False, none (such a value fails the run)
     rescued_data_column: str | bool = True
+    #: with no rescued-data column, a column some of whose values do not fit its type is a
+    #: choice of it and string (Glue's choice type: ``spark_types.CHOICE``), not a failure
+    choice_types: bool = False
 
     def problems(self) -> list[str]:
         found = []
@@ -763,6 +767,24 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
             f"({', '.join(holding[:3])}{', ...' if len(holding) > 3 else ''}): "
             "schema_evolution='fail_on_new_columns' leaves them unread until the job allows "
             "them (add_new_columns, rescue or none) or fixes its schema")
+    parts, rescued = _conformed(reads, target, source, how, mode)
+    if rescued and how.rescued_column is None:
+        if not (source.choice_types and set(rescued) <= set(target.fieldNames())):
+            name, count = next(iter(rescued.items()))
+            raise ValueError(
+                f"{humanize.plural(count, 'value')} of column {name} do not fit its type "
+                f"{_type_of(target, name)}: give rescued_data_column to keep them, or a "
+                "schema that fits them")
+        return _with_choices(reads, target, rescued, source, how, mode, drift)
+    return FilesRead(functools.reduce(lambda one, other: one.union(other), parts),
+                     drift, rescued, how.rescued_column)
+
+
+def _conformed(reads: Sequence[DataFrame], target: StructType, source: FileSource,
+               how: _ByName, mode: schema_drift.EvolutionMode
+               ) -> tuple[list[DataFrame], dict[str, int]]:
+    """Each group's read brought to ``target``, and how many values of each column (dotted
+    paths) did not fit it."""
     from pyspark.sql import functions as F
 
     keep = ([source.lineage_column] if source.lineage_column else []) + (
@@ -784,14 +806,29 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
             # where two fields' names differ only in case, the rows are kept instead
             converted = converted.localCheckpoint(eager=True)
         parts.append(converted)
-    if rescued and how.rescued_column is None:
-        name, count = next(iter(rescued.items()))
-        raise ValueError(
-            f"{humanize.plural(count, 'value')} of column {name} do not fit its type "
-            f"{_type_of(target, name)}: give rescued_data_column to keep them, or a schema "
-            "that fits them")
-    return FilesRead(functools.reduce(lambda one, other: one.union(other), parts),
-                     drift, rescued, how.rescued_column)
+    return parts, rescued
+
+
+def _with_choices(reads: Sequence[DataFrame], target: StructType, rescued: Mapping[str, int],
+                  source: FileSource, how: _ByName, mode: schema_drift.EvolutionMode,
+                  drift: schema_drift.Drift | None) -> FilesRead:
+    """The read with each column in ``rescued`` a choice of its type and string (Glue's
+    choice type): its values' text, its field's metadata naming the type
+    (``spark_types.CHOICE``). The context's schema keeps the type."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    choices = {name: target[name].dataType.simpleString() for name in rescued}
+    as_text = StructType([StructField(f.name, StringType(), True) if f.name in choices else f
+                          for f in target.fields])
+    parts, _ = _conformed(reads, as_text, source, how, mode)
+    df = functools.reduce(lambda one, other: one.union(other), parts)
+    for name, kind in choices.items():
+        df = df.withMetadata(name, {CHOICE: kind})
+    if drift is not None:
+        drift = dataclasses.replace(drift, changes=drift.changes + tuple(
+            f"{name}: a choice of {kind} and string ({humanize.plural(rescued[name], 'value')}"
+            f" not of its type)" for name, kind in choices.items()))
+    return FilesRead(df, drift)
 
 
 def _group_reads(spark: SparkSession, source: FileSource,
