@@ -116,9 +116,9 @@ def history_run_id(ws, run_seq: int) -> str:
     return run_id
 
 
-#: JSON lines the driver infers as Spark does (each case a file), and lines it leaves to
-#: Spark (None: Python's parser reads them otherwise, or Spark's rules are its own)
-JSON_CASES: dict[str, list[str] | None] = {
+#: JSON lines the driver infers as Spark does (each case a file), and, LEFT_TO_SPARK, lines
+#: it leaves to Spark (Python's parser reads them otherwise, or Spark's rules are its own)
+JSON_CASES: dict[str, list[str]] = {
     "numbers": ['{"a":1,"b":2.5,"c":-0,"d":1E5,"e":NaN,"f":-Infinity,"g":1e400}'],
     "bigint to decimal": ['{"a":9223372036854775807,"b":-9223372036854775809}',
                           '{"a":9223372036854775808,"c":123456789012345678901234}',

@@ -767,7 +767,7 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
             f"({', '.join(holding[:3])}{', ...' if len(holding) > 3 else ''}): "
             "schema_evolution='fail_on_new_columns' leaves them unread until the job allows "
             "them (add_new_columns, rescue or none) or fixes its schema")
-    parts, rescued = _conformed(reads, target, source, how, mode)
+    df, rescued = _conformed(reads, target, source, how, mode)
     if rescued and how.rescued_column is None:
         if not (source.choice_types and set(rescued) <= set(target.fieldNames())):
             name, count = next(iter(rescued.items()))
@@ -776,15 +776,14 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
                 f"{_type_of(target, name)}: give rescued_data_column to keep them, or a "
                 "schema that fits them")
         return _with_choices(reads, target, rescued, source, how, mode, drift)
-    return FilesRead(functools.reduce(lambda one, other: one.union(other), parts),
-                     drift, rescued, how.rescued_column)
+    return FilesRead(df, drift, rescued, how.rescued_column)
 
 
 def _conformed(reads: Sequence[DataFrame], target: StructType, source: FileSource,
                how: _ByName, mode: schema_drift.EvolutionMode
-               ) -> tuple[list[DataFrame], dict[str, int]]:
-    """Each group's read brought to ``target``, and how many values of each column (dotted
-    paths) did not fit it."""
+               ) -> tuple[DataFrame, dict[str, int]]:
+    """The groups' reads brought to ``target``, as one DataFrame, and how many values of
+    each column (dotted paths) did not fit it."""
     from pyspark.sql import functions as F
 
     keep = ([source.lineage_column] if source.lineage_column else []) + (
@@ -806,7 +805,7 @@ def _conformed(reads: Sequence[DataFrame], target: StructType, source: FileSourc
             # where two fields' names differ only in case, the rows are kept instead
             converted = converted.localCheckpoint(eager=True)
         parts.append(converted)
-    return parts, rescued
+    return functools.reduce(lambda one, other: one.union(other), parts), rescued
 
 
 def _with_choices(reads: Sequence[DataFrame], target: StructType, rescued: Mapping[str, int],
@@ -820,8 +819,7 @@ def _with_choices(reads: Sequence[DataFrame], target: StructType, rescued: Mappi
     choices = {name: target[name].dataType.simpleString() for name in rescued}
     as_text = StructType([StructField(f.name, StringType(), True) if f.name in choices else f
                           for f in target.fields])
-    parts, _ = _conformed(reads, as_text, source, how, mode)
-    df = functools.reduce(lambda one, other: one.union(other), parts)
+    df, _ = _conformed(reads, as_text, source, how, mode)
     for name, kind in choices.items():
         df = df.withMetadata(name, {CHOICE: kind})
     if drift is not None:

@@ -12,10 +12,10 @@ name) leaves the inference to Spark.
 
 A context's first run over more than that (a backlog of a million files) infers from a
 ``sample`` of its files instead, spread over them, and reads them all in one pass
-(``read_sampled``): each line parsed with that schema, and what it holds beyond it (a
-field the sample never had, at any depth) kept as the line's *unknown fields*, which the
-read puts in the rescued-data column. Nothing is left out, and no pass reads everything
-twice.
+(``read_sampled``): each line parsed with that schema, and what does not fit it (a field
+the sample never had, at any depth, or a value of another type) kept as the line's
+``UNFIT_FIELDS``, which the read puts in the rescued-data column. Nothing is left out,
+and no pass reads everything twice.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from framework.spark import quoted
+from framework.spark_types import literal, sql_type
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
@@ -66,8 +67,7 @@ class _UnsureError(Exception):
 def infer(files: Sequence[ListedFile], options: Mapping[str, str]) -> StructType | None:
     """The schema Spark infers for the JSON lines in ``files`` read with ``options``, or
     None where the driver leaves it to Spark (see the module's docstring)."""
-    if (not _plain(files, options) or len(files) > DRIVER_FILES
-            or sum(file.size for file in files) > DRIVER_BYTES):
+    if not _plain(files, options) or not _within_bounds(files):
         return None
     from pyspark.sql.types import NullType, StructType
 
@@ -86,8 +86,7 @@ def sample(files: Sequence[ListedFile], options: Mapping[str, str]
     """The files to infer the schema of a backlog beyond the driver's bounds from: up to
     ``SAMPLE_FILES`` of those holding something, spread over ``files``, ``DRIVER_BYTES`` in
     all. None where ``files`` are within the bounds, or not JSON lines read plainly."""
-    if (not _plain(files, options) or (len(files) <= DRIVER_FILES
-                                       and sum(file.size for file in files) <= DRIVER_BYTES)):
+    if not _plain(files, options) or _within_bounds(files):
         return None
     holding = [file for file in files if file.size]
     picked: list[ListedFile] = []
@@ -107,7 +106,6 @@ def read_sampled(spark: SparkSession, files: Sequence[ListedFile], schema: Struc
     types (NULL in their columns). A line that is not a JSON object is malformed: its text
     in ``corrupt_column``, or (None) the read fails naming its file."""
     from framework.sources.listed_reads import read_listed
-    from framework.spark_types import literal, sql_type
 
     lines = read_listed(spark, files, format="text", options={}, schema=None,
                         base_path=base_path)
@@ -134,8 +132,6 @@ def _unfit(raw: str, parsed: str, schema: StructType, prefix: str, depth: int) -
     """SQL: the fields of the JSON object text ``raw`` that ``schema`` lacks or that did not
     parse into ``parsed`` (SQL of the struct parsed from it), at any depth, as an array of
     (path, value text), the paths beginning with the SQL ``prefix``."""
-    from framework.spark_types import literal
-
     fields, entry = f"m{depth}", f"e{depth}"
     known = ", ".join(literal(name) for name in schema.fieldNames())
     unknown = (f"filter(map_entries({fields}), {entry} -> NOT array_contains(array({known}), "
@@ -174,6 +170,11 @@ def _unparsed(raw: str, parsed: str, data_type: DataType, path: str, depth: int)
                  f"{entry} -> {each}))")
     return (f"CASE WHEN {raw} IS NULL THEN {_NO_FIELDS} WHEN {parsed} IS NULL THEN {whole} "
             f"ELSE coalesce({inner}, {_NO_FIELDS}) END")
+
+
+def _within_bounds(files: Sequence[ListedFile]) -> bool:
+    """Whether the driver reads ``files`` whole to infer their schema."""
+    return len(files) <= DRIVER_FILES and sum(file.size for file in files) <= DRIVER_BYTES
 
 
 def _plain(files: Sequence[ListedFile], options: Mapping[str, str]) -> bool:
