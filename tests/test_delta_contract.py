@@ -134,9 +134,12 @@ def test_merge_schema_adds_columns_and_fills_missing_ones(engine, spark, tmp_pat
     engine.write(orders(spark, 10), path)
     engine.write(orders(spark, 5, 10).withColumn("extra", F.lit("x")), path, merge_schema=True)
     engine.write(orders(spark, 5, 20).drop("amount"), path)
+    reordered = orders(spark, 5, 30).withColumn("extra", F.lit("y"))
+    engine.write(reordered.select(*reversed(reordered.columns)), path)
     back = engine.read(path)
     assert back.columns == ["id", "k", "s", "amount", "ts", "day", "extra"]
     assert back.where("extra = 'x'").count() == 5
+    assert sorted_rows(back.where("extra = 'y'")) == sorted_rows(reordered)
     assert back.where("amount is null").count() == 5
     assert engine.read(path, version=0).columns[-1] == "day"
 
@@ -438,3 +441,43 @@ def test_merge_refuses_missing_repeated_and_null_keys(engine, spark, tmp_path):
         with pytest.raises(DeltaTableError, match=message):
             engine.write(df, path, mode="merge", merge_on=keys)
     assert len(commits(path)) == 1
+
+
+@pytest.mark.compat
+def test_a_small_write_from_files_is_one_file_the_driver_writes_as_spark_would(spark, tmp_path):
+    """Rows read from files through projections and filters only, a few MB at most, are
+    written by the driver from Arrow: the same rows, types and statistics as Spark's
+    writer gives, in one file; a row breaking a constraint still refuses the write."""
+    engine = delta_engine(spark, mode="embedded")
+    typed = orders(spark, 40).select(
+        "*", F.col("k").cast("tinyint").alias("b"), F.col("k").cast("smallint").alias("h"),
+        F.col("amount").cast("float").alias("f"), F.col("amount").cast("decimal(12,2)").alias("d"),
+        F.col("s").cast("binary").alias("bin"), F.col("ts").cast("timestamp_ntz").alias("ntz"),
+        (F.col("k") == 1).alias("flag"),
+        F.when(F.col("id") % 4 > 0, F.struct("k", F.array("s", F.lit(None)).alias("tags")))
+        .alias("nested"),
+        F.create_map("s", F.array(F.struct("amount", "day"))).alias("lines"))
+    typed.write.parquet(str(tmp_path / "landed"))
+    landed = spark.read.parquet(str(tmp_path / "landed")).where("id >= 4")
+    by_driver, by_spark = str(tmp_path / "driver"), str(tmp_path / "spark")
+    engine.write(landed, by_driver)
+    engine.write(landed.repartition(3), by_spark)  # a plan the driver does not write
+    [file] = log.snapshot(by_driver).files
+    spark_files = log.snapshot(by_spark).files
+    assert len(spark_files) > 1
+    assert engine.read(by_driver).schema == engine.read(by_spark).schema == landed.schema
+    assert sorted_rows(engine.read(by_driver)) == sorted_rows(engine.read(by_spark))
+    assert DeltaTable(by_driver).to_pyarrow_table().sort_by("id").equals(
+        DeltaTable(by_spark).to_pyarrow_table().sort_by("id"))
+    assert file.num_records == sum(f.num_records for f in spark_files) == 36
+    for bound, pick in (("min_values", min), ("max_values", max)):  # None: no statistic
+        assert getattr(file, bound) == {
+            column: None if None in values else pick(values) for column in file.min_values
+            for values in [[getattr(f, bound)[column] for f in spark_files]]}, bound
+    assert file.null_counts == {
+        column: None if None in counts else sum(counts) for column in file.null_counts
+        for counts in [[f.null_counts[column] for f in spark_files]]}
+    spark_made_table(spark, str(tmp_path / "checked"), "id BIGINT", "id < 30")
+    with pytest.raises(ConstraintViolationError, match="id < 30"):
+        engine.write(landed.select("id"), str(tmp_path / "checked"))
+    assert not log.snapshot(str(tmp_path / "checked")).files

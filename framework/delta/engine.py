@@ -298,9 +298,11 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         return df, StructType([StructField(f.name, f.dataType, True) for f in df.schema.fields])
 
     table_fields = spark_schema(current.schema_json).fields
-    if [(f.name, f.dataType) for f in df.schema.fields] == [
-            (f.name, f.dataType) for f in table_fields] and not problems:
-        return df, StructType(table_fields)  # already the table's layout: no projection
+    if sorted((f.name, f.dataType.json()) for f in df.schema.fields) == sorted(
+            (f.name, f.dataType.json()) for f in table_fields) and not problems:
+        # the table's columns, in its order or another: written as they are (Delta's
+        # files are read by name), with no projection for Spark to analyse
+        return df, StructType(table_fields)
     merger = _Merger(type_widening)
     conversion = Conversion()
     columns, fields = [], []

