@@ -333,8 +333,10 @@ def to_arrow(df: DataFrame) -> pa.Table:
 
     # Spark 3.5's DataFrame has _collect_as_arrow; the Spark 4 classes mypy reads do not
     spark35_df = cast("Any", df)
-    return pa.Table.from_batches(spark35_df._collect_as_arrow(),
-                                 schema=to_arrow_schema(df.schema))
+    # its batches' timestamps carry the session's time zone, to_arrow_schema's UTC
+    batches = spark35_df._collect_as_arrow()
+    return (pa.Table.from_batches(batches) if batches
+            else to_arrow_schema(df.schema).empty_table())
 
 
 def from_arrow(spark: SparkSession, table: pa.Table) -> DataFrame:

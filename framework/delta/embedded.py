@@ -313,8 +313,9 @@ def _arrow_written(data_type: Any) -> bool:
         return all(_arrow_written(f.dataType) for f in data_type.fields)
     if isinstance(data_type, T.ArrayType):
         return _arrow_written(data_type.elementType)
-    if isinstance(data_type, T.MapType):
-        return _arrow_written(data_type.keyType) and _arrow_written(data_type.valueType)
+    if isinstance(data_type, T.MapType):  # keys of a plain type, as Parquet's maps have
+        return _arrow_written(data_type.keyType) and _arrow_written(data_type.valueType) \
+            and not isinstance(data_type.keyType, (T.StructType, T.ArrayType, T.MapType))
     return isinstance(data_type, (
         T.BooleanType, T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.FloatType,
         T.DoubleType, T.DecimalType, T.StringType, T.BinaryType, T.DateType, T.TimestampType,
