@@ -71,9 +71,10 @@ DRIFTING = [
     [{"id": 3, "amount": 20.5, "coupon": "X", "customer": {"name": "bob", "tier": "gold"},
       "items": [{"sku": "a"}]},
      {"id": 4, "amount": "4a", "note": {"text": "hi"}}],
-    # a name that differs only in case; columns that disappear; a new field of a struct
-    # inside an array
-    [{"id": 5, "Amount": 5}, {"id": 6, "amount": 1, "items": [{"sku": "b", "qty": 2}]}],
+    # a name that differs only in case, from the stored one and (a new field) within the
+    # run; columns that disappear; a new field of a struct inside an array
+    [{"id": 5, "Amount": 5}, {"id": 6, "amount": 1, "items": [{"sku": "b", "qty": 2}],
+                              "label": "b"}, {"id": 7, "Label": "c"}],
 ]
 
 
@@ -93,12 +94,13 @@ def test_a_drifting_json_landing_zone_lands_every_value_run_after_run(ws, delta_
     assert rows[6]["items"] == [{"sku": "b", "qty": 2}]
     assert rows[3]["items"] == [{"sku": "a", "qty": None}]
     assert json.loads(rows[5][RESCUED])["Amount"] == 5
+    assert rows[7]["Label"] == "c" and json.loads(rows[6][RESCUED])["label"] == "b"
     history = {b.run_seq: b.state for b, counts in ws.store.bookmark_log("copy") if counts}
     assert history[2]["schema_changes"] == ["+ coupon string", "+ customer.tier string",
                                             "+ items array<struct<sku:string>>"]
-    assert history[3]["schema_changes"] == ["+ items[].qty bigint"]
+    assert history[3]["schema_changes"] == ["+ Label string", "+ items[].qty bigint"]
     assert [f["name"] for f in history[3]["schema"]["fields"]] == [
-        "amount", "customer", "id", "note", "coupon", "items"]
+        "amount", "customer", "id", "note", "coupon", "items", "Label"]
     if delta_path == "native":
         return
     # a rewind across the schema changes brings back run 1's schema, and the runs after it
@@ -311,6 +313,11 @@ def test_safe_widenings_widen_the_stored_schema_and_others_keep_it():
     assert kept.schema == stored and kept.new == ("e",)
     assert schema_drift.first_schema([schema(a=IntegerType()), schema(a=StringType()),
                                       schema(A=LongType())]) == schema(a=StringType())
+    # a new field in two cases in one run's files: the first case is the column
+    assert schema_drift.first_schema([schema(B=LongType(), b=StringType())]) == schema(
+        B=LongType())
+    assert schema_drift.evolve(stored, schema(E=LongType(), e=StringType()),
+                               "add_new_columns").changes == ("+ E bigint",)
     assert schema_drift.case_clashes(schema(a=IntegerType(), A=LongType()))
 
 

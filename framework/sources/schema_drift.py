@@ -123,6 +123,7 @@ def _evolved(stored: DataType, incoming: DataType, mode: EvolutionMode, path: st
                 continue  # only the case differs: rescued
             elif mode == "add_new_columns":
                 fields.append(StructField(given.name, given.dataType, True))
+                lowered.add(given.name.lower())  # another case of it in the files: rescued
                 changes.append(f"+ {where} {given.dataType.simpleString()}")
             else:
                 new.append(where)
@@ -153,8 +154,9 @@ def _union(one: DataType, other: DataType) -> DataType:
                 kept = fields[given.name]
                 fields[given.name] = StructField(kept.name, _union(kept.dataType,
                                                                    given.dataType), True)
-            elif given.name.lower() not in lowered:
+            elif given.name.lower() not in lowered:  # else only the case differs: rescued
                 fields[given.name] = StructField(given.name, given.dataType, True)
+                lowered.add(given.name.lower())
         return StructType(list(fields.values()))
     if isinstance(one, ArrayType) and isinstance(other, ArrayType):
         return ArrayType(_union(one.elementType, other.elementType), True)
