@@ -126,20 +126,11 @@ class EmbeddedEngine(DeltaEngine):
         staging = _new_staging_dir(fs, base, txn)
         placed: list[str] = []
         try:
-            # The staging directory is private and its files are placed by the driver after
-            # the job, so task outputs can go straight there (committer v2, no _SUCCESS).
-            writer = (df.write.mode("error").option("compression", "snappy")
-                      .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
-                      .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
-            if partitions:
-                writer = writer.partitionBy(*partitions)
             with _constraints_kept(path):
                 if not partitions and _small(df):
                     _write_on_driver(df, fs, staging)
                 else:
-                    with temporary_conf(self.spark, {"spark.sql.parquet.outputTimestampType":
-                                                     "TIMESTAMP_MICROS"}):
-                        writer.parquet(spark_uri(staging))
+                    _write_by_tasks(df, spark_uri(staging), partitions)
             before_commit()
             files = list(_place_files(fs, staging, base, partitions, schema, placed))
             _check_replace_where(path, files, replace_where)
@@ -290,6 +281,20 @@ def _small(df: DataFrame) -> bool:
         children = node.children()
         nodes += [children.apply(i) for i in range(children.size())]
     return True
+
+
+def _write_by_tasks(df: DataFrame, staging: str, partitions: Sequence[str]) -> None:
+    """``df`` written by Spark's tasks into ``staging`` (a URI Spark writes to)."""
+    # The staging directory is private and its files are placed by the driver after the
+    # job, so task outputs can go straight there (committer v2, no _SUCCESS).
+    writer = (df.write.mode("error").option("compression", "snappy")
+              .option("mapreduce.fileoutputcommitter.algorithm.version", "2")
+              .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+    if partitions:
+        writer = writer.partitionBy(*partitions)
+    with temporary_conf(df.sparkSession, {"spark.sql.parquet.outputTimestampType":
+                                          "TIMESTAMP_MICROS"}):
+        writer.parquet(staging)
 
 
 def _write_on_driver(df: DataFrame, fs: pafs.FileSystem, staging: str) -> None:
