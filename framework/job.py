@@ -118,7 +118,9 @@ class JobContext:
             format: json, csv, parquet, orc, xml (``options={"rowTag": ...}``), text, avro.
             transformation_ctx: the bookmark's name; needed unless ``bookmark=False``
                 (every file, every run, nothing recorded) or the mode is disable.
-            options: Spark reader options. schema: the rows' (and an empty read's) schema.
+            options: Spark reader options; CSV files' first line names their columns
+                unless ``header=False`` (as pandas, polars and DuckDB read CSV).
+            schema: the rows' (and an empty read's) schema.
             recurse: descend into subdirectories (``key=value`` ones become columns).
             exclusions: glob patterns (or Glue's JSON array string) of paths to skip.
             bounded_files, bounded_size: at most this many files / bytes, oldest first.
@@ -143,8 +145,11 @@ class JobContext:
         Raises:
             MissingContextError, SourceError
         """
+        reader_options = _texts(options)
+        if format == "csv" and "header" not in {k.lower() for k in reader_options}:
+            reader_options["header"] = "true"
         source = files.FileSource(
-            paths=_as_tuple(paths), format=format, options=_texts(options), schema=schema,
+            paths=_as_tuple(paths), format=format, options=reader_options, schema=schema,
             recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
             max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),

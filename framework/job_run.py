@@ -98,6 +98,8 @@ class JobRun:
         self._published: dict[str, str] = {}
         #: context -> what its files changed in its schema, in words (the run's report)
         self.schema_changes: dict[str, list[str]] = {}
+        #: the rescued-data columns of the run's file reads
+        self._rescued_columns: set[str] = set()
         self._datasets = RunDatasets()
 
     # --- sources ----------------------------------------------------------------------
@@ -148,7 +150,7 @@ class JobRun:
                                  f" and {len(named) - 10} more" if len(named) > 10 else "")
         try:
             read = files.read_files(self.spark, source, plan, run_id=self.run_id)
-            self._schema_read(context, plan, read)
+            self._schema_read(context, source, plan, read)
             df, datasets = read.df, [Dataset.at_path(path) for path in source.paths]
             if source.bad_records == "fail" or not malformed.applies(source.format,
                                                                     source.options):
@@ -167,7 +169,8 @@ class JobRun:
             self._set_aside(context, source, bad)
         return self._read(context, datasets, df)
 
-    def _schema_read(self, context: str, plan: FilePlan, read: files.FilesRead) -> None:
+    def _schema_read(self, context: str, source: files.FileSource, plan: FilePlan,
+                     read: files.FilesRead) -> None:
         """Record what ``read`` did to ``context``'s schema: in the state its run commits
         (the schema, its changes), its counts and the log."""
         if read.drift is not None and plan.state is not None:
@@ -175,12 +178,20 @@ class JobRun:
                 plan.state, schema=schema_drift.to_json(read.drift.schema),
                 schema_changes=read.drift.changes or None,
                 rescued_column=read.rescued_column))
+        if read.rescued_column is not None:
+            self._rescued_columns.add(read.rescued_column)
         said = []
         if read.drift is not None and read.drift.changes != ("first read",):
             said += list(read.drift.changes)
         if read.drift is not None and read.drift.new:
-            self.plan.count(context, "new_columns_left_out", len(read.drift.new))
-            said.append(f"left out (schema_evolution='none'): {', '.join(read.drift.new)}")
+            mode = source.evolution_mode
+            if mode == "rescue":  # their values are counted as rescued below
+                said.append(f"new, kept out of the schema (schema_evolution='rescue'): "
+                            f"{', '.join(read.drift.new)}")
+            else:
+                self.plan.count(context, "new_columns_left_out", len(read.drift.new))
+                said.append(f"left out (schema_evolution={mode!r}): "
+                            f"{', '.join(read.drift.new)}")
         if read.rescued:
             self.plan.count(context, "rescued", sum(read.rescued.values()))
             said += [f"{name}: {humanize.plural(count, 'value')} rescued to "
@@ -467,7 +478,10 @@ class JobRun:
                 df, target, mode=mode, partition_by=partition_by,
                 replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
                 txn=AppTransaction(app_id(self.job_name), self.run_seq),
-                metadata={"deltamark": self.plan.record()}, before_commit=staged)
+                metadata={"deltamark": self.plan.record()}, before_commit=staged,
+                # a table an empty first read made of the rescued-data column (before
+                # deltamark made none) takes the first real columns
+                placeholders=self._rescued_columns)
             return result, {"version": result.version}
 
         return self._committed(

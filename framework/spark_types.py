@@ -85,6 +85,26 @@ def sql_type(data_type: DataType) -> str:
     return data_type.simpleString()
 
 
+def _lost(ref: str, given: DataType, wanted: DataType, cast: str) -> str:
+    """SQL: the value ``ref`` did not convert (``cast``) to ``wanted`` whole. Text fits
+    where Spark reads it as a value of the type, in whatever form (' 7', '+7', '09' for
+    an int, '5.5' for a decimal(10,2), '2024-01-02T03:04:05Z' for a timestamp), unless
+    the type cannot hold all of it ('5.555' for a decimal(10,2), a time of day for a
+    date); any other value fits where it converts back to itself (20.5 does not fit a
+    bigint)."""
+    from pyspark.sql.types import DateType, DecimalType, StringType
+
+    if not isinstance(given, StringType):
+        return f"{cast} IS NULL OR NOT (try_cast({cast} AS {sql_type(given)}) <=> {ref})"
+    if isinstance(wanted, DecimalType):  # compared at the most digits the type's integers leave
+        exact = f"DECIMAL(38, {38 - (wanted.precision - wanted.scale)})"
+        return f"{cast} IS NULL OR NOT (CAST({cast} AS {exact}) <=> try_cast({ref} AS {exact}))"
+    if isinstance(wanted, DateType):
+        return (f"{cast} IS NULL OR NOT (CAST({cast} AS TIMESTAMP) <=> "
+                f"try_cast({ref} AS TIMESTAMP))")
+    return f"{cast} IS NULL"
+
+
 def literal(text: str) -> str:
     """A string literal in Spark SQL."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -141,10 +161,7 @@ class Conversion:
             self.misfits.append(Misfit(name, ref, f"{ref} IS NOT NULL"))
             return f"CAST(NULL AS {sql_type(wanted)})"
         cast = f"try_cast({ref} AS {sql_type(wanted)})"
-        # it fits when it converts, and back to itself: '9' fits a bigint; '09', '4a',
-        # 20.5 do not
-        misfit = (f"{ref} IS NOT NULL AND ({cast} IS NULL OR NOT (try_cast({cast} AS "
-                  f"{sql_type(given)}) <=> {ref}))")
+        misfit = f"{ref} IS NOT NULL AND ({_lost(ref, given, wanted, cast)})"
         self.misfits.append(Misfit(name, ref, misfit))
         return f"CASE WHEN {misfit} THEN NULL ELSE {cast} END"
 

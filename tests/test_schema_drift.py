@@ -4,13 +4,15 @@ or dropped (docs/sources.md, "Schema drift")."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, date, datetime
+from decimal import Decimal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from framework import admin
-from framework.delta import delta_engine
+from framework.delta import delta_engine, log
 from framework.errors import JobFailedError
 from framework.sources import schema_drift
 from tests.databases import unavailable
@@ -278,11 +280,16 @@ def test_each_evolution_mode_does_what_it_says_with_a_new_column(ws, mode):
     report = ws.run()
     rows = target_rows(ws)
     assert report.inputs["src"]["files"] == 1 and sorted(rows) == [1, 2]
-    if mode == "rescue":
+    if mode == "rescue":  # rescued, and said so: not 'left out' under another mode
         assert "b" not in rows[2] and json.loads(rows[2][RESCUED])["b"] == 3
+        assert report.schema_changes["src"] == [
+            "new, kept out of the schema (schema_evolution='rescue'): b",
+            f"b: 1 value rescued to {RESCUED}"]
+        assert "new_columns_left_out" not in report.inputs["src"]
     elif mode == "none":
         assert "b" not in rows[2] and rows[2][RESCUED] is None
         assert report.inputs["src"]["new_columns_left_out"] == 1
+        assert report.schema_changes["src"] == ["left out (schema_evolution='none'): b"]
     else:
         assert rows[2]["b"] == 3
 
@@ -331,3 +338,143 @@ def test_a_bookmark_says_its_schema_and_what_its_run_changed():
         schema_changes=("+ items[].sku string",))
     assert dict(state.describe())["schema"] == "id long, items array<struct<sku:string>>"
     assert dict(state.describe())["schema changes"] == "+ items[].sku string"
+
+
+@pytest.mark.spark
+def test_an_empty_first_file_then_real_ones_land_every_row_with_no_edit(ws):
+    ws.declare()  # the README's job as a user writes it first: no merge_schema
+    (ws.landing / "0.json").touch()  # a producer touched the file before writing it
+    ws.run()
+    assert not log.is_table(ws.target)  # no table of the rescued-data column alone
+    land_json(ws, "1.json", [{"id": 1, "amount": 2.5}])
+    ws.run()
+    assert target_rows(ws) == {1: {"id": 1, "amount": 2.5, RESCUED: None}}
+    # a target an earlier deltamark made of the rescued-data column alone takes the first
+    # real columns
+    made = str(ws.root / "lake" / "made_empty")
+    delta_engine(ws.spark, mode="embedded").write(
+        ws.spark.createDataFrame([], f"{RESCUED} STRING"), made)
+    ws.declare("copy_to_made", target=made, ctx="src2")
+    ws.run("copy_to_made")
+    assert [r.asDict() for r in delta_engine(ws.spark, mode="embedded").read(made)
+            .collect()] == [{RESCUED: None, "amount": 2.5, "id": 1}]
+
+
+#: (value, its type, the type wanted, what it converts to: None where it does not fit)
+CONVERSIONS = [
+    ("19.99", "STRING", "DECIMAL(10,2)", Decimal("19.99")),
+    ("5.5", "STRING", "DECIMAL(10,2)", Decimal("5.50")),
+    ("7", "STRING", "DECIMAL(10,2)", Decimal("7.00")),
+    ("1e3", "STRING", "DECIMAL(10,2)", Decimal("1000.00")),
+    ("5.555", "STRING", "DECIMAL(10,2)", None),  # rounding loses a digit
+    ("123456789012", "STRING", "DECIMAL(10,2)", None),
+    ("1.50", "STRING", "DOUBLE", 1.5),
+    (" 7", "STRING", "INT", 7), ("+7", "STRING", "INT", 7), ("09", "STRING", "INT", 9),
+    ("7.5", "STRING", "INT", None), ("4a", "STRING", "INT", None),
+    ("99999999999", "STRING", "INT", None),
+    ("2024-01-02T03:04:05", "STRING", "TIMESTAMP", datetime(2024, 1, 2, 3, 4, 5)),
+    ("2024-01-02T03:04:05Z", "STRING", "TIMESTAMP", datetime(2024, 1, 2, 3, 4, 5)),
+    ("2024-01-02 05:04:05+02:00", "STRING", "TIMESTAMP", datetime(2024, 1, 2, 3, 4, 5)),
+    ("2024-13-01", "STRING", "TIMESTAMP", None),
+    ("2024-01-02", "STRING", "DATE", date(2024, 1, 2)),
+    ("2024-01-02T03:04:05", "STRING", "DATE", None),  # the time of day would be lost
+    ("2024-13-01", "STRING", "DATE", None),
+    ("TRUE", "STRING", "BOOLEAN", True), ("maybe", "STRING", "BOOLEAN", None),
+    (20.5, "DOUBLE", "BIGINT", None), (20.0, "DOUBLE", "BIGINT", 20),
+    (5.5, "DOUBLE", "DECIMAL(10,2)", Decimal("5.50")),
+    (2 ** 40, "BIGINT", "INT", None),
+]
+
+
+@pytest.mark.spark
+def test_a_value_fits_a_type_it_converts_to_whole_in_whatever_form(spark):
+    from framework.spark_types import Conversion
+
+    def parsed(ddl: str):
+        return spark.createDataFrame([], f"v {ddl}").schema[0].dataType
+
+    columns = []
+    for i, (value, given, wanted, _) in enumerate(CONVERSIONS):
+        ref = f"CAST({value!r} AS {given})"
+        conversion = Conversion()
+        converted = conversion.convert(ref, parsed(given), parsed(wanted), "v")
+        columns += [f"{converted} AS c{i}", f"{conversion.misfits[0].condition} AS m{i}"]
+    [row] = spark.sql("SELECT 1").selectExpr(*columns).collect()
+    found = [(value, wanted, row[f"c{i}"], row[f"m{i}"])
+             for i, (value, _, wanted, _) in enumerate(CONVERSIONS)]
+    assert found == [(value, wanted, local(converted), converted is None)
+                     for value, _, wanted, converted in CONVERSIONS]
+
+
+def local(value):
+    """A UTC time as pyspark collects it (the session's zone is UTC; Python's, the
+    machine's)."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC).astimezone().replace(tzinfo=None)
+    return value
+
+
+@pytest.mark.spark
+def test_hinted_and_stored_types_keep_the_values_that_convert(ws):
+    ws.declare(merge_schema="true", schema_hints=(
+        "price DECIMAL(10,2), at TIMESTAMP, qty INT, ok BOOLEAN, user.dob DATE"))
+    land_json(ws, "1.json", [
+        {"id": 1, "price": "5.5", "at": "2024-01-02T03:04:05Z", "qty": "+7", "ok": "true",
+         "user": {"dob": "2001-02-03"}, "n": 5},
+        {"id": 2, "price": "4a", "at": "2024-13-01", "qty": "7.5", "ok": "maybe",
+         "user": {"dob": "2001-02-03T10:00:00"}, "n": 6}])
+    ws.run()
+    land_json(ws, "2.json", [{"id": 3, "n": "7"}, {"id": 4, "n": "7.5"}])  # n is bigint now
+    report = ws.run()
+    rows = target_rows(ws)
+    assert (rows[1]["price"], rows[1]["qty"], rows[1]["ok"], rows[1]["user"]["dob"],
+            rows[1][RESCUED]) == (Decimal("5.50"), 7, True, date(2001, 2, 3), None)
+    assert rows[1]["at"] == local(datetime(2024, 1, 2, 3, 4, 5))
+    assert {k: v for k, v in json.loads(rows[2][RESCUED]).items()
+            if not k.startswith("_")} == {"price": "4a", "at": "2024-13-01", "qty": "7.5",
+                                          "ok": "maybe", "user.dob": "2001-02-03T10:00:00"}
+    assert (rows[3]["n"], rows[3][RESCUED], rows[4]["n"]) == (7, None, None)
+    assert json.loads(rows[4][RESCUED])["n"] == "7.5"
+    assert report.schema_changes["src"] == [f"n: 1 value rescued to {RESCUED}"]
+
+
+@pytest.mark.spark
+def test_a_csv_file_s_first_line_is_its_header_unless_the_job_says_otherwise(ws):
+    ws.declare(merge_schema="true", format="csv", schema_hints="amount DECIMAL(10,2)")
+    (ws.landing / "1.csv").write_text("id,name,amount\n1,ann,5.5\n2,bob,7\n")
+    ws.run()
+    rows = {int(r["id"]): r for r in target_rows_as_text(ws)}
+    assert {i: (r["name"], r["amount"], r[RESCUED]) for i, r in rows.items()} == {
+        1: ("ann", Decimal("5.50"), None), 2: ("bob", Decimal("7.00"), None)}
+    ws.declare("headless", format="csv", ctx="headless", target=str(ws.root / "headless"),
+               **{"option.header": "false"})
+    ws.run("headless")
+    assert sorted(r["_c0"] for r in delta_engine(ws.spark, mode="embedded").read(
+        str(ws.root / "headless")).collect()) == ["1", "2", "id"]
+
+
+def test_schema_hints_name_nested_fields_and_refuse_what_they_cannot(spark):
+    from pyspark.sql.types import DateType, DecimalType, LongType, StructField, StructType
+
+    hints = schema_drift.parse_hints(spark, "Price DECIMAL(10, 2), user.`dob` DATE, "
+                                            "`a.b`.c DATE")
+    assert [(h.path, h.data_type) for h in hints] == [
+        (("Price",), DecimalType(10, 2)), (("user", "dob"), DateType()),
+        (("a.b", "c"), DateType())]
+    inferred = StructType([StructField("price", LongType()), StructField("user", StructType(
+        [StructField("dob", LongType()), StructField("zip", LongType())]))])
+    schema, changes = schema_drift.hinted(inferred, hints)
+    assert schema == StructType([
+        StructField("price", DecimalType(10, 2)),
+        StructField("user", StructType([StructField("dob", DateType()),
+                                        StructField("zip", LongType())])),
+        StructField("a.b", StructType([StructField("c", DateType())]))])
+    assert changes == ("Price bigint -> decimal(10,2) (schema_hints)",
+                       "user.dob bigint -> date (schema_hints)")
+    with pytest.raises(ValueError, match=r"^schema_hints: price.x: price is bigint, not a "
+                                         r"struct"):
+        schema_drift.hinted(inferred, schema_drift.parse_hints(spark, "price.x INT"))
+    with pytest.raises(ValueError, match=r"^schema_hints: 'price' is not '<column> <type>'"):
+        schema_drift.parse_hints(spark, "price")
+    with pytest.raises(ValueError, match=r"^schema_hints 'price NUMBERISH': "):
+        schema_drift.parse_hints(spark, "price NUMBERISH")

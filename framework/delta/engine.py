@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -93,6 +93,7 @@ class DeltaEngine(ABC):
         txn: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
         before_commit: Callable[[], object] = lambda: None,
+        placeholders: Collection[str] = (),
     ) -> WriteResult:
         """Write ``df`` in one Delta commit.
 
@@ -108,6 +109,9 @@ class DeltaEngine(ABC):
             metadata: JSON-able mapping stored as the commit's ``userMetadata``.
             before_commit: called once the data is ready (on the embedded path: its files
                 written), before the commit; raising stops the write.
+            placeholders: columns a table may hold before its data has any (a file
+                source's rescued-data column): a table of these alone takes new columns
+                as with ``merge_schema``.
 
         Raises:
             SchemaMismatchError, WriteConflictError
@@ -126,6 +130,8 @@ class DeltaEngine(ABC):
         # One set of schema rules and messages for both paths.
         df = _without_char_lengths(df)
         current = log.snapshot(path) if log.is_table(path) else None
+        merge_schema = merge_schema or (current is not None and bool(placeholders) and {
+            f.name for f in spark_schema(current.schema_json).fields} <= set(placeholders))
         partitions = _partitioning(path, current, tuple(partition_by))
         df, schema = _conform(
             path, df, current, partitions, merge_schema=merge_schema,

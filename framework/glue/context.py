@@ -132,10 +132,13 @@ class _Reader(GlueApi):
             # cast: the script's format, unchecked here; the source's problems() rejects a
             # format it does not read
             file_format = cast("FileFormat", (format or "json").lower())
+            # Glue's CSV has no header unless withHeader says so
+            reader_options = {**({"header": "false"} if file_format == "csv" else {}),
+                              **_read_options(format_options or {})}
             df = ctx.read_files(
                 _paths(options.get("paths")), format=file_format,
                 transformation_ctx=transformation_ctx or None, bookmark=tracked,
-                options=_read_options(format_options or {}),
+                options=reader_options,
                 recurse=str(options.get("recurse", True)).lower() == "true",
                 exclusions=options.get("exclusions", ()),
                 bounded_files=_number(options.get("boundedFiles")),

@@ -237,6 +237,13 @@ class FileSource:
     #: choice of it and string (Glue's choice type: ``spark_types.CHOICE``), not a failure
     choice_types: bool = False
 
+    @property
+    def evolution_mode(self) -> schema_drift.EvolutionMode:
+        """``schema_evolution``, or its default: ``none`` with a ``schema``, else
+        ``add_new_columns``."""
+        return self.schema_evolution or ("none" if self.schema is not None
+                                         else "add_new_columns")
+
     def problems(self) -> list[str]:
         found = []
         if self.bad_records not in malformed.POLICIES:
@@ -715,8 +722,8 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan, *,
             options=options, lenient=lenient, base_path=base_path, stored=stored,
             given=None if source.schema is None else
             spark.createDataFrame([], source.schema).schema,
-            hints=None if source.schema_hints is None else
-            spark.createDataFrame([], source.schema_hints).schema,
+            hints=() if source.schema_hints is None else
+            schema_drift.parse_hints(spark, source.schema_hints),
             rescued_column=rescued_column, run_id=run_id))
 
 
@@ -730,7 +737,7 @@ class _ByName:
     base_path: str | None
     stored: StructType | None
     given: StructType | None
-    hints: StructType | None
+    hints: tuple[schema_drift.Hint, ...]
     rescued_column: str | None
     run_id: str
 
@@ -742,21 +749,22 @@ def _read_by_name(spark: SparkSession, source: FileSource, planned: Sequence[Lis
     groups = schema_drift.file_groups(source.format, planned, how.options)
     reads = _group_reads(spark, source, groups, how)
     incoming = schema_drift.first_schema([_data_schema(df.schema) for df in reads])
-    mode = source.schema_evolution or ("none" if how.given is not None
-                                       else "add_new_columns")
+    mode = source.evolution_mode
     sampled = any(json_schema.UNFIT_FIELDS in df.columns for df in reads)
     drift = (None if how.given is not None
              else schema_drift.Drift(incoming, (
                  "first read, its schema inferred from a sample of its files (what they "
                  f"hold beyond it is in {how.rescued_column})" if sampled else "first read",))
              if how.stored is None else schema_drift.evolve(how.stored, incoming, mode))
-    if drift is not None and how.hints is not None:
-        hinted = _hinted(drift.schema, how.hints)
-        before = {f.name: f.dataType.simpleString() for f in drift.schema.fields}
-        drift = dataclasses.replace(drift, schema=hinted, changes=drift.changes + tuple(
-            f"{f.name} {before[f.name]} -> {f.dataType.simpleString()} (schema_hints)"
-            for f in hinted.fields
-            if before.get(f.name, f.dataType.simpleString()) != f.dataType.simpleString()))
+    if how.stored is None and how.given is None and not incoming.fields:
+        # only empty files (or records of no field) so far: no columns, so that no target
+        # is made of the rescued-data or lineage column alone; the next read infers again
+        df, _ = _conformed(reads, incoming, dataclasses.replace(source, lineage_column=None),
+                           dataclasses.replace(how, rescued_column=None), mode)
+        return FilesRead(df, drift, rescued_column=how.rescued_column)
+    if drift is not None and how.hints:
+        hinted, changes = schema_drift.hinted(drift.schema, how.hints)
+        drift = dataclasses.replace(drift, schema=hinted, changes=drift.changes + changes)
     target = how.given if how.given is not None else drift.schema if drift else incoming
     if drift is not None and drift.new and mode == "fail_on_new_columns":
         holding = [f.path for group, df in zip(groups, reads, strict=True)
@@ -884,16 +892,6 @@ def _json_read(spark: SparkSession, files: Sequence[ListedFile], how: _ByName) -
     return read_listed(spark, files, format="json", options=how.options, schema=(
         malformed.with_corrupt_column(schema) if schema is not None and how.lenient
         else schema), base_path=how.base_path)
-
-
-def _hinted(schema: StructType, hints: StructType) -> StructType:
-    """``schema`` with the hinted columns' types (those it lacks added)."""
-    from pyspark.sql.types import StructField, StructType
-
-    hinted = {f.name.lower(): f for f in hints.fields}
-    fields = [StructField(f.name, hinted.pop(f.name.lower()).dataType, True, f.metadata)
-              if f.name.lower() in hinted else f for f in schema.fields]
-    return StructType(fields + list(hinted.values()))
 
 
 def _type_of(schema: StructType, name: str) -> str:

@@ -27,22 +27,23 @@ import codecs
 import csv
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from framework.sources.listed_reads import ListedFile, read_each
 from framework.spark import quoted
-from framework.spark_types import Conversion, Misfit, literal, sql_type, widens
+from framework.spark_types import Conversion, Misfit, literal, same, sql_type, widens
 from framework.storage import filesystem
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["EVOLUTION_MODES", "RESCUED_COLUMN", "Drift", "EvolutionMode", "FileGroup",
+__all__ = ["EVOLUTION_MODES", "RESCUED_COLUMN", "Drift", "EvolutionMode", "FileGroup", "Hint",
            "case_clashes", "conform", "evolve", "file_groups", "first_schema", "from_json",
-           "header_schema", "rescue_counts", "to_json"]
+           "header_schema", "hinted", "parse_hints", "rescue_counts", "to_json"]
 
 EvolutionMode = Literal["add_new_columns", "rescue", "fail_on_new_columns", "none"]
 EVOLUTION_MODES: tuple[str, ...] = ("add_new_columns", "rescue", "fail_on_new_columns",
@@ -185,6 +186,122 @@ def case_clashes(schema: StructType) -> bool:
         return False
 
     return clashes(schema)
+
+
+# --- schema hints ---------------------------------------------------------------------
+
+#: a hint's column: dotted names, each plain or in backticks (`a.b` is one name)
+_HINT = re.compile(r"\s*((?:`(?:[^`]|``)+`|[^\s.`]+)(?:\.(?:`(?:[^`]|``)+`|[^\s.`]+))*)"
+                   r"\s+(\S.*)", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One of ``schema_hints``: the column (a path of struct field names) and its type."""
+
+    path: tuple[str, ...]
+    data_type: DataType
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+def parse_hints(spark: SparkSession, text: str) -> tuple[Hint, ...]:
+    """``schema_hints`` (Spark DDL whose names may be dotted paths to nested fields:
+    ``"amount DECIMAL(10,2), user.dob DATE"``), the types parsed by Spark.
+
+    Raises:
+        ValueError: ``text`` is not such a list, naming the part that is not.
+    """
+    parts = [p for p in _top_level(text, ",") if p.strip()]
+    matches = [_HINT.fullmatch(p) for p in parts]
+    if not parts or None in matches:
+        bad = next((p.strip() for p, m in zip(parts, matches, strict=True) if m is None),
+                   text)
+        raise ValueError(f"schema_hints: {bad!r} is not '<column> <type>' (Spark DDL, a "
+                         "nested field as parent.child)")
+    paths = [tuple(name.strip("`").replace("``", "`") for name in _top_level(m[1], "."))
+             for m in matches if m is not None]
+    try:
+        parsed = spark.createDataFrame([], ", ".join(
+            f"`h{i}` {m[2]}" for i, m in enumerate(matches) if m is not None)).schema
+    except Exception as exc:  # noqa: BLE001 - Spark's parse error, said in one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"schema_hints {text!r}: {first}") from None
+    return tuple(Hint(path, f.dataType) for path, f in zip(paths, parsed.fields, strict=True))
+
+
+def _top_level(text: str, separator: str) -> list[str]:
+    """``text`` split at ``separator`` outside brackets, backticks and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "`'\"":
+            quote = char
+        elif char in "(<":
+            depth += 1
+        elif char in ")>":
+            depth -= 1
+        elif char == separator and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]
+
+
+def hinted(schema: StructType, hints: Sequence[Hint]) -> tuple[StructType, tuple[str, ...]]:
+    """``schema`` with the hinted fields' types (matched whatever their case; those it
+    lacks added, with the structs they are in), and each type changed, in words.
+
+    Raises:
+        ValueError: a hint's path goes through a field that is not a struct.
+    """
+    changes = []
+    for hint in hints:
+        before = _type_at(schema, hint.path)
+        schema = _with_type(schema, hint.path, hint.data_type, hint)
+        if before is not None and not same(before, hint.data_type):
+            changes.append(f"{hint.name} {before.simpleString()} -> "
+                           f"{hint.data_type.simpleString()} (schema_hints)")
+    return schema, tuple(changes)
+
+
+def _type_at(schema: DataType, path: Sequence[str]) -> DataType | None:
+    from pyspark.sql.types import StructType
+
+    if not path:
+        return schema
+    if isinstance(schema, StructType):
+        found = next((f for f in schema.fields if f.name.lower() == path[0].lower()), None)
+        return None if found is None else _type_at(found.dataType, path[1:])
+    return None
+
+
+def _with_type(struct: StructType, path: Sequence[str], data_type: DataType, hint: Hint
+               ) -> StructType:
+    from pyspark.sql.types import StructField, StructType
+
+    index = next((i for i, f in enumerate(struct.fields)
+                  if f.name.lower() == path[0].lower()), None)
+    kept = None if index is None else struct.fields[index]
+    if len(path) == 1:
+        found = data_type
+    elif kept is None:
+        found = _with_type(StructType([]), path[1:], data_type, hint)
+    elif isinstance(kept.dataType, StructType):
+        found = _with_type(kept.dataType, path[1:], data_type, hint)
+    else:
+        parent = ".".join(hint.path[:len(hint.path) - len(path) + 1])
+        raise ValueError(f"schema_hints: {hint.name}: {parent} is "
+                         f"{kept.dataType.simpleString()}, not a struct (a hint names a "
+                         "struct's field as parent.child)")
+    fields = list(struct.fields)
+    if index is None:
+        fields.append(StructField(path[0], found, True))
+    else:
+        fields[index] = StructField(fields[index].name, found, True, fields[index].metadata)
+    return StructType(fields)
 
 
 # --- reading by name ------------------------------------------------------------------
