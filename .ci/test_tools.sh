@@ -28,7 +28,7 @@ if ! .venv/airflow/bin/airflow version 2>/dev/null | grep -qx "$AIRFLOW_VERSION"
    ! .venv/airflow/bin/pip show -q "apache-airflow-providers-openlineage" 2>/dev/null; then
   .venv/bin/python -m venv .venv/airflow
   if [ -x .venv/bin/uv ]; then  # .ci/setup.sh's installer
-    install=(.venv/bin/uv pip install --quiet --python .venv/airflow/bin/python)
+    install=(.venv/bin/uv pip install --quiet --compile-bytecode --python .venv/airflow/bin/python)
   else
     install=(.venv/airflow/bin/python -m pip install --quiet --disable-pip-version-check)
   fi
