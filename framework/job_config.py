@@ -13,11 +13,12 @@ Params are strings, as Glue job arguments are; ``--arg KEY=VALUE`` overrides the
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
@@ -41,7 +42,11 @@ class JobSpec:
 
     name: str
     source: Path
-    job_class: type[IncrementalJob]
+    #: imports the job's class: ``job_class``, once a run needs it
+    load_class: Callable[[], type[IncrementalJob]]
+    #: the file of the job's module (or Glue script), found without running it: the .py
+    #: files beside it are the job's code (``preflight.fingerprint``); None: none known
+    code_file: Path | None
     bookmark: BookmarkMode = "enable"
     params: Mapping[str, str] = field(default_factory=dict)
     description: str = ""
@@ -49,6 +54,30 @@ class JobSpec:
     checks: Mapping[str, RuleSet] = field(default_factory=dict)
     #: a run that finds nothing new before Spark starts is skipped (``framework.preflight``)
     skip_when_nothing_new: bool = True
+    #: the modules of the job's code that Spark's Python workers get by value (a module
+    #: loaded from a file, or the project's own): ``send_by_value`` before Spark runs it
+    by_value: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def job_class(self) -> type[IncrementalJob]:
+        """The job's class, imported on first use: a run with nothing new never imports
+        the job's module, nor the pyspark it imports.
+
+        Raises:
+            ConfigError: the module raised as it was imported, or holds no such
+                ``IncrementalJob`` subclass.
+        """
+        return self.load_class()
+
+    def send_by_value(self) -> None:
+        """Pickle the job's own modules' functions (a UDF, what a UDF calls) by value for
+        Spark's workers, which may run anywhere. Not done as the job is loaded: a run with
+        nothing new never imports pyspark."""
+        if self.by_value:
+            from pyspark import cloudpickle
+
+            for name in self.by_value:
+                cloudpickle.register_pickle_by_value(sys.modules[name])
 
 
 def job_names(settings: Settings) -> list[str]:
@@ -93,41 +122,84 @@ def load_job(settings: Settings, name: str) -> JobSpec:
         checks, check_problems = parse_checks(raw["checks"])
         problems += check_problems
 
-    job_class: type[IncrementalJob] | None = None
+    found: _ClassRef | None = None
     if "class" not in raw:
         problems.append("class: missing (module.path:ClassName or file.py:ClassName)")
     else:
-        job_class, problem = _import_class(str(raw["class"]), settings.conf_dir)
+        found, problem = _find_class(str(raw["class"]), settings.conf_dir)
         if problem:
             problems.append(f"class: {problem}")
 
     if problems:
         raise ConfigError(str(path), problems)
-    assert job_class is not None  # else "class" was missing or unusable: a problem
-    return JobSpec(name=name, source=path, job_class=job_class, bookmark=bookmark,
-                   params=params, description=str(raw.get("description", "")),
-                   checks=checks, skip_when_nothing_new=skip)
+    assert found is not None  # else "class" was missing or unusable: a problem
+    return JobSpec(name=name, source=path, load_class=functools.partial(found.load, path),
+                   code_file=found.file, bookmark=bookmark, params=params,
+                   description=str(raw.get("description", "")), checks=checks,
+                   skip_when_nothing_new=skip, by_value=found.by_value)
 
 
-def _import_class(ref: str, conf_dir: Path) -> tuple[type[IncrementalJob] | None, str | None]:
-    from framework.job import IncrementalJob
+@dataclass(frozen=True)
+class _ClassRef:
+    """A job's ``class:`` as found, before its module runs: ``module`` (a name to import,
+    or a file's path to load), its ``file``, the modules Spark's workers get by value."""
 
+    ref: str
+    module: str | Path
+    class_name: str
+    file: Path | None
+    by_value: tuple[str, ...]
+
+    def load(self, conf: Path) -> type[IncrementalJob]:
+        """The class (``conf``: the job's file, which errors name).
+
+        Raises:
+            ConfigError: as ``JobSpec.job_class``.
+        """
+        from framework.job import IncrementalJob
+
+        where = self.ref.rpartition(":")[0]
+        try:
+            module = (_load_file(self.module) if isinstance(self.module, Path)
+                      else importlib.import_module(self.module))
+        except Exception as exc:  # whatever the module raises as it is imported
+            raise ConfigError(str(conf), [f"class: cannot import '{where}' "
+                                          f"({_raised_where(exc)})"]) from exc
+        job_class = getattr(module, self.class_name, None)
+        if not (isinstance(job_class, type) and issubclass(job_class, IncrementalJob)):
+            raise ConfigError(str(conf), [f"class: '{self.class_name}' in '{where}' is not an "
+                                          "IncrementalJob subclass"])
+        return job_class
+
+
+def _find_class(ref: str, conf_dir: Path) -> tuple[_ClassRef | None, str | None]:
+    """Where the class ``ref`` names is, without running its module; or a problem. The
+    project's own modules (examples such as ``jobs``, which is not installed) and a file's
+    travel to Spark's Python workers by value: a worker may run anywhere."""
     where, _, class_name = ref.rpartition(":")
     if not where or not class_name:
         return None, f"'{ref}' is not module.path:ClassName or file.py:ClassName"
+    if where.endswith(".py"):
+        path = conf_dir / where
+        if not path.is_file():
+            return None, f"cannot import '{where}' (ImportError: no file {path})"
+        # Spark's Python workers cannot import a module loaded from a file
+        return _ClassRef(ref, path, class_name, path, (_file_module(path),)), None
     project = conf_dir.absolute().parent
-    try:
-        module = _load_file(conf_dir / where) if where.endswith(".py") else (
-            _import_module(where, project=project))
-    except Exception as exc:  # noqa: BLE001 - whatever the module raises as it is imported
+    if str(project) not in sys.path:
+        sys.path.append(str(project))
+    try:  # imports the module's parent packages, not the module
+        spec = importlib.util.find_spec(where)
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named '{where}'")
+    except Exception as exc:  # noqa: BLE001 - whatever a parent package raises
         looked = (f"; modules are looked for in {project} (the conf dir's parent) and the "
-                  "installed packages" if isinstance(exc, ModuleNotFoundError)
-                  and not where.endswith(".py") else "")
+                  "installed packages" if isinstance(exc, ModuleNotFoundError) else "")
         return None, f"cannot import '{where}' ({_raised_where(exc)}{looked})"
-    job_class = getattr(module, class_name, None)
-    if not (isinstance(job_class, type) and issubclass(job_class, IncrementalJob)):
-        return None, f"'{class_name}' in '{where}' is not an IncrementalJob subclass"
-    return job_class, None
+    file = Path(spec.origin) if spec.has_location and spec.origin else None
+    own = file is not None and file.absolute().is_relative_to(project)
+    return _ClassRef(ref, where, class_name, file,
+                     (where.partition(".")[0],) if own else ()), None  # and modules beside it
 
 
 def _raised_where(exc: Exception) -> str:
@@ -138,35 +210,17 @@ def _raised_where(exc: Exception) -> str:
         isinstance(exc, (ImportError, SyntaxError)) else message
 
 
-def _import_module(name: str, *, project: Path) -> Any:
-    """The module ``name``, from the project directory or an installed package. The
-    project's own modules (examples such as ``jobs``, which is not installed) travel to
-    Spark's Python workers by value, as a file's do: a worker may run anywhere."""
-    if str(project) not in sys.path:
-        sys.path.append(str(project))
-    module = importlib.import_module(name)
-    if module.__file__ and Path(module.__file__).absolute().is_relative_to(project):
-        _send_by_value(sys.modules[name.partition(".")[0]])  # and the modules beside it
-    return module
+def _file_module(path: Path) -> str:
+    return f"deltamark_jobs.{path.stem}"
 
 
 def _load_file(path: Path) -> Any:
-    if not path.is_file():
-        raise ImportError(f"no file {path}")
-    name = f"deltamark_jobs.{path.stem}"
+    """The module of the file ``path``, run anew (a kept server's next run sees an edit)."""
+    name = _file_module(path)
     spec = importlib.util.spec_from_file_location(name, path)
     # a .py file (what callers pass) always gets a spec with a source loader
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    # Spark's Python workers cannot import a module loaded from a file
-    _send_by_value(module)
     return module
-
-
-def _send_by_value(module: Any) -> None:
-    """Pickle ``module``'s functions (a UDF, what a UDF calls) by value for Spark's workers."""
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(module)

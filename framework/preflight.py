@@ -26,7 +26,6 @@ downstream jobs get the same parameters (and can be skipped in turn).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -82,12 +81,9 @@ def fingerprint(settings: Settings, spec: JobSpec, arguments: Mapping[str, str],
 
 def _code_files(spec: JobSpec) -> list[Path] | None:
     """The ``.py`` files beside the job's module (or Glue script): its code and helpers."""
-    try:
-        module = (getattr(spec.job_class, "script", None)
-                  or inspect.getsourcefile(spec.job_class))
-    except TypeError:  # a class without a source file
-        module = None
-    return None if module is None else sorted(Path(module).resolve().parent.glob("*.py"))
+    if spec.code_file is None or spec.code_file.suffix != ".py":
+        return None  # no source file (a compiled module)
+    return sorted(spec.code_file.resolve().parent.glob("*.py"))
 
 
 def preflight(spec: JobSpec, store: StateStore, *, fingerprint: str | None, mode: str,

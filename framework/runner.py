@@ -190,6 +190,7 @@ def run_job(
             return _skip(ahead, spec, run_id, params, options, fingerprint, store,
                          dry_run=dry_run, started=started)
         logger.info("%s: %s: starting the run", job, ahead.reason)
+        _ = spec.job_class  # the job's module, imported now: an error before Spark starts
         last = store.last_run(job)
         if last is not None:
             check_state_knows(job, store.written_targets(
@@ -288,6 +289,7 @@ def _run_code(spec: JobSpec, ctx: JobContext) -> None:
     """The job's ``run``: ``sys.exit(0)`` in it ends it as a return, another exit code as
     an error, so the run always ends with a recorded outcome. The DataFrames of its file
     reads stay readable until it ends (``release_manifests``)."""
+    spec.send_by_value()
     try:
         spec.job_class().run(ctx)
     except SystemExit as exc:

@@ -29,7 +29,7 @@ from framework import storage
 from framework.config import load_settings
 from framework.delta import log
 from framework.errors import DeltamarkError
-from state_tables.rows import python_rows
+from state_tables.rows import python_rows, rows_table
 
 __all__ = ["WatermarkNotFoundError", "Watermarks"]
 
@@ -78,7 +78,7 @@ class Watermarks:
         row = {"job_id": str(item["job_id"]), "run_id": str(item["run_id"]),
                "item": json.dumps(dict(item), default=str),
                "written_at": datetime.now(UTC)}
-        log.append_rows(self.path, pa.Table.from_pylist([row], schema=SCHEMA),
+        log.append_rows(self.path, rows_table([row], SCHEMA),
                         upkeep=UPKEEP,
                         user_metadata={"job_id": row["job_id"], "run_id": row["run_id"]})
 

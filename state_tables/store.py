@@ -24,7 +24,7 @@ from state_tables.model import (
     Watermark,
     WorkflowNode,
 )
-from state_tables.rows import empty_rows, mask, python_rows, rows_table
+from state_tables.rows import arrow_array, arrow_scalar, empty_rows, mask, python_rows, rows_table
 from state_tables.schemas import (
     BOOKMARKS,
     DQ_RESULTS,
@@ -428,10 +428,11 @@ class StateStore:
         newest = pc.max(rows["schema_version"]).as_py() if len(rows) else None
         if newest is not None and newest > PROCESSED_FILES.version:
             raise StateSchemaError(PROCESSED_FILES.name, newest, PROCESSED_FILES.version)
-        valid = pc.is_in(rows["run_seq"], value_set=pa.array(sorted(run_seqs), pa.int64()))
+        valid = pc.is_in(rows["run_seq"], value_set=arrow_array(sorted(run_seqs), pa.int64()))
         if not pc.all(valid).as_py():
             rows = rows.filter(valid)
-        outcome = pc.fill_null(rows["outcome"], "read")  # rows of layout 1 are all read
+        # rows of layout 1 are all read
+        outcome = pc.fill_null(rows["outcome"], arrow_scalar("read", pa.string()))
         return pa.table([rows["path"], rows["size"], rows["modified_ms"], outcome],
                         names=["path", "size", "modified_ms", "outcome"])
 

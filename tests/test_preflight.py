@@ -36,16 +36,30 @@ def test_nothing_new_is_skipped_and_touches_nothing(ws):
     assert ws.ids() == [100, 101, 102, 200, 201, 202]
 
 
-def test_a_skipped_run_starts_no_jvm(ws):
+#: what a run with nothing new never imports: the JVM's bridge, pandas (pyarrow imports it
+#: on its own far too easily), typer's pydantic, the quality gate's library
+NOT_ON_A_SKIP = {"pyspark", "py4j", "pandas", "pydantic", "great_expectations"}
+
+
+def imported(importtime_log: str) -> set[str]:
+    """The top-level modules a process imported, from its ``-X importtime`` lines."""
+    return {line.split("|")[2].strip().split(".")[0]
+            for line in importtime_log.splitlines()
+            if line.startswith("import time:") and line.count("|") == 2}
+
+
+def test_a_skipped_run_starts_no_jvm_and_imports_only_what_it_needs(ws):
     """Without Java on the PATH a run that started Spark would fail."""
     ws.declare()
     ws.land()
     ws.run()
     no_java = {"PATH": os.path.dirname(sys.executable), "JAVA_HOME": str(ws.root / "none")}
-    process = ws.start_run("copy", **no_java)
+    process = ws.start_run("copy", PYTHONPROFILEIMPORTTIME="1", **no_java)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert "skipped run 2" in out and "without starting Spark" in out
+    assert {"deltalake", "framework", "typer"} <= imported(err)  # the log is read right
+    assert not imported(err) & NOT_ON_A_SKIP
     ws.land()
     process = ws.start_run("copy", **no_java)  # something new: it needs the JVM, not found
     out, err = process.communicate(timeout=60)

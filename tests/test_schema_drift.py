@@ -386,6 +386,7 @@ CONVERSIONS = [
 ]
 
 
+@pytest.mark.compat
 @pytest.mark.spark
 def test_a_value_fits_a_type_it_converts_to_whole_in_whatever_form(spark):
     from framework.spark_types import Conversion

@@ -5,13 +5,17 @@ a run stopped by signal N.
 Read-only commands never import pyspark, so they start no JVM.
 """
 
+import atexit
+import os
 import sys
+import threading
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from framework.cli import bookmarks, dq, runs, server, state, watermarks, workflow
+from framework.cli._coercion import Group
 from framework.cli._common import CliOptions
 from framework.cli.metrics import metrics
 from framework.cli.run import run
@@ -22,6 +26,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="deltamark",
+    cls=Group,  # values coerced without importing pydantic
     help="Glue-style job bookmarks for PySpark, with the state in Delta tables.",
     no_args_is_help=True,
     # help texts are Markdown: a paragraph's line breaks are not kept (typer's Rich mode
@@ -58,4 +63,23 @@ def _global_options(
 
 
 def main() -> None:
-    app(obj=tuple(sys.argv[1:]))
+    try:
+        app(obj=tuple(sys.argv[1:]))
+    except SystemExit as exc:
+        _exit(exc.code)
+    _exit(0)
+
+
+def _exit(code: str | int | None) -> NoReturn:
+    """Exit with ``code`` (as ``sys.exit`` takes it). Where the command ran no Spark and
+    left no thread behind, without tearing down the ~900 modules it imported one by one
+    (~0.2 s of a command that took 0.5 s): its exit handlers run and its output is flushed
+    first."""
+    if "pyspark" in sys.modules or threading.active_count() > 1:
+        sys.exit(code)
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    atexit._run_exitfuncs()  # the exit handlers run as at any exit (logging's flush too)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)

@@ -7,19 +7,26 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from framework.config import DeltaMode
-from framework.delta.embedded import EmbeddedEngine
-from framework.delta.engine import DeltaEngine, WriteMode, WriteResult
 from framework.delta.filters import Filter, InvalidFilterError
 from framework.delta.log import AppTransaction, Commit
-from framework.delta.native import NativeEngine, native_available
 from framework.errors import DeltaEngineUnavailableError
 from framework.spark_lines import LINES, spark_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from framework.delta.embedded import EmbeddedEngine
+    from framework.delta.engine import DeltaEngine, WriteMode, WriteResult
+    from framework.delta.native import NativeEngine, native_available
+
+#: the engines, imported where used: the state store and the read-only commands read the
+#: log alone (``framework.delta.log``)
+_LAZY = {"EmbeddedEngine": "embedded", "DeltaEngine": "engine", "WriteMode": "engine",
+         "WriteResult": "engine", "NativeEngine": "native", "native_available": "native"}
 
 __all__ = [
     "AppTransaction",
@@ -55,6 +62,9 @@ def delta_engine(spark: SparkSession, *, mode: DeltaMode = "auto") -> DeltaEngin
     Raises:
         DeltaEngineUnavailableError: ``native`` was asked for but Delta's jars are absent.
     """
+    from framework.delta.embedded import EmbeddedEngine
+    from framework.delta.native import NativeEngine, native_available
+
     if mode == "embedded":
         return EmbeddedEngine(spark)
     if native_available(spark):
@@ -62,6 +72,12 @@ def delta_engine(spark: SparkSession, *, mode: DeltaMode = "auto") -> DeltaEngin
     if mode == "native":
         raise DeltaEngineUnavailableError(_native_missing())
     return EmbeddedEngine(spark)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'framework.delta' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"framework.delta.{_LAZY[name]}"), name)
 
 
 def _native_missing() -> str:

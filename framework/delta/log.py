@@ -42,7 +42,7 @@ from deltalake.transaction import AddAction, create_table_with_add_actions
 
 from framework import errors, lease, storage
 from framework.config import STATE_COMMIT_TIMEOUT_SECONDS
-from state_tables.rows import empty_rows, mask
+from state_tables.rows import arrow_table, empty_rows, mask, python_rows
 
 logger = logging.getLogger(__name__)
 
@@ -362,10 +362,10 @@ def _at(path: str, version: int | None, timestamp: datetime | str | None) -> Del
 def _data_files(path: str, table: DeltaTable, partition_columns: Sequence[str]
                 ) -> Iterator[DataFile]:
     try:
-        actions = pa.table(table.get_add_actions(flatten=True))
+        actions = arrow_table(table.get_add_actions(flatten=True))
     except DeltaError:  # a table with no files at all
         return
-    for row in actions.to_pylist():
+    for row in python_rows(actions):
         yield DataFile(
             path=storage.join(path, unquote(row["path"])),
             size=row["size_bytes"],
@@ -449,7 +449,7 @@ def deleted_rows(path: str, version: int) -> dict[str, pa.Array]:
     (its absolute path, as ``Snapshot.files`` and ``changes`` give it)."""
     table = _open(path, version)
     root = table.table_uri.rstrip("/") + "/"
-    vectors = pa.table(table.deletion_vectors())
+    vectors = arrow_table(table.deletion_vectors())
     return {
         storage.join(path, unquote(uri.removeprefix(root))):
             pc.indices_nonzero(pc.invert(keep.values)).cast(pa.int64())

@@ -49,7 +49,7 @@ def script_job(script: Path, name: str, args: Mapping[str, str], *,
                      {"script": script, "catalog": dict(catalog or {})})
     mode = args.get("job-bookmark-option") or args.get("continuation-option") or (
         "job-bookmark-disable")
-    return JobSpec(name=name, source=script, job_class=job_class,
+    return JobSpec(name=name, source=script, load_class=lambda: job_class, code_file=script,
                    bookmark=BookmarkOptions.parse(name, mode).mode,
                    description=f"Glue script {script}")
 

@@ -54,6 +54,7 @@ from framework.spark import is_connect, temporary_conf
 from framework.spark_lines import lacking, require
 from framework.spark_types import CHOICE
 from framework.storage import filesystem
+from state_tables.rows import arrow_array, arrow_scalar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -502,7 +503,7 @@ def within_partitions(spark: SparkSession, listing: Listing, condition: str) -> 
                          f"partition keys found ({', '.join(names) or 'none'}): "
                          f"{one_line(exc)}") from exc
     mask = [tuple(values.get(n) for n in names) in kept for values in found]
-    return dataclasses.replace(listing, files=listing.files.filter(pa.array(mask, pa.bool_())))
+    return dataclasses.replace(listing, files=listing.files.filter(arrow_array(mask, pa.bool_())))
 
 
 def plan_files(
@@ -593,7 +594,8 @@ def _statuses(files: pa.Table, bookmark: FileBookmark | None
         return _true(len(files)), _false(len(files)), _false(len(files))
     tracked = bookmark.tracked
     seen = tracked.filter(pc.is_in(tracked["path"], value_set=files["path"]))
-    were_read = seen.filter(pc.not_equal(seen["outcome"], "too_old"))["path"]
+    too_old = arrow_scalar("too_old", pa.string())
+    were_read = seen.filter(pc.not_equal(seen["outcome"], too_old))["path"]
     changed = pc.is_in(files["path"], value_set=were_read)
     new = pc.invert(changed)
     adopted = _false(len(files))
