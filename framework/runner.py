@@ -49,15 +49,11 @@ from framework.errors import (
 )
 from framework.faults import crash_point
 from framework.jdbc import settings_connections
-from framework.job import JobContext
 from framework.job_config import JobSpec, load_job
-from framework.job_run import Connections, JobRun
 from framework.lease import job_lease
-from framework.lineage import RunEvents
 from framework.modes import BookmarkOptions
 from framework.redaction import redact, redact_values
 from framework.run_plan import PinnedRead, RunIdentity, WorkflowRun
-from framework.sinks import jdbc as jdbc_sink
 from framework.sources.bookmark_codec import decode
 from framework.sources.files import ListedFile
 from framework.sources.listed_reads import release_manifests
@@ -75,6 +71,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from framework.delta import DeltaEngine
+    from framework.job import JobContext
+    from framework.job_run import Connections, JobRun
+    from framework.lineage import RunEvents
 
 __all__ = ["Recovery", "RunReport", "run_job"]
 
@@ -191,6 +190,8 @@ def run_job(
                          dry_run=dry_run, started=started)
         logger.info("%s: %s: starting the run", job, ahead.reason)
         _ = spec.job_class  # the job's module, imported now: an error before Spark starts
+        from framework.lineage import RunEvents  # a run's modules: not a skip's
+
         last = store.last_run(job)
         if last is not None:
             check_state_knows(job, store.written_targets(
@@ -260,6 +261,10 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
               status="running", mode=options.mode, started_at=datetime.now(UTC),
               attempt=identity.attempt, arguments=_arguments(params, options),
               recovery=recovery, fingerprint=fingerprint)
+    from framework.job import JobContext
+    from framework.job_run import JobRun
+    from framework.lineage import RunEvents
+
     steps = None if dry_run else _Steps(store, run, events or RunEvents())
     job_run = JobRun(spark=spark, run=identity, bookmark=options, store=store, engine=engine,
                      connections=connections, checks=spec.checks, hooks=steps,
@@ -382,7 +387,9 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
     # "committing": a status older versions recorded after the job returned; replayed too
     if last is None or last.status not in ("running", "committing", "failed"):
         return None
-    databases = jdbc_sink.DatabaseTargets(spark, connections)
+    from framework.sinks.jdbc import DatabaseTargets
+
+    databases = DatabaseTargets(spark, connections)
     if not landed_targets(last, databases=databases):
         discard_unlanded(last, databases=databases)
         if last.status == "failed":
