@@ -125,19 +125,28 @@ QUERY_SHAPES = ['ColumnValues "amount" not between 0 and 25',
 
 def test_the_rows_counted_in_one_pass_are_the_ones_great_expectations_counts(
         spark, evaluated, monkeypatch):
-    """The gate counts each query rule's rows in its pass or in one query of them all; GX
-    running each query alone finds the same."""
+    """The gate counts each query rule's rows in its pass or in one query of them all, and
+    a scalar rule's value (Entropy, CustomSql's number) in one query of them all; GX
+    running each row query alone, and each scalar query run alone, find the same."""
     from framework.quality import gate
 
     outcomes, _ = evaluated
     texts = [r for r, _, _ in CASES]
     df = spark.createDataFrame(ROWS, SCHEMA)
     rules = parse_ruleset("Rules = [\n" + ",\n".join(QUERY_SHAPES) + "\n]", TYPES).rules
-    queried = gate._queried
-    monkeypatch.setattr(gate, "_queried", lambda *args: (queried(*args)[0], ()))
+    df.createOrReplaceTempView("alone")
+
+    def each_alone(_df, found, _expectations, _measured):
+        """Each scalar rule's query, a Spark query of its own; no rows counted for GX."""
+        scalars = [r for rule in found for r in (*rule.parts, rule) if r.metric_query]
+        return {r.text: gate._number(spark.sql(r.metric_query.format(batch="alone"))
+                                     .collect()[0][0]) for r in scalars}, ()
+
+    monkeypatch.setattr(gate, "_queried", each_alone)
     by_gx_alone = gate.evaluate(df, RuleSet("dqdl", "warn", rules),
                                 measured=gate.Measured(rows=len(ROWS)))
     assert repr(by_gx_alone) == repr([outcomes[texts.index(rule)] for rule in QUERY_SHAPES])
+    assert [o.observed for o in by_gx_alone[1:2]] == [pytest.approx(1.0549, abs=1e-3)]
 
 
 def test_comments_spacing_and_an_analyzers_section_are_read():

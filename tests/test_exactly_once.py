@@ -29,6 +29,7 @@ from framework.cli import app
 from framework.errors import ConcurrentRunError
 from framework.faults import CRASH_ENV
 from framework.lease import lease_holder
+from state_tables.model import Run
 
 STEPS = ["started", "planned", "staged", "target_committed", "plan_recorded", "returned"]
 # Each Delta path, on each Spark line, crashes where they differ (its staged files, its
@@ -49,20 +50,63 @@ def landed_rows(ws) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def staged_files(target: str) -> list[str]:
+    """What a Delta target (``_deltamark_staging``) or a Parquet one (``_deltamark/staging``)
+    holds staged."""
+    return [str(p) for pattern in ("_deltamark_staging/*", "_deltamark/staging/*")
+            for p in Path(target).glob(pattern)]
+
+
 def assert_exactly_once(ws, *targets: str, job: str = "copy",
-                        rows: Callable[[str], list[tuple[int, str]]] | None = None) -> None:
+                        rows: Callable[[str], list[tuple[int, str]]] | None = None,
+                        staged: Callable[[str], list[str]] | None = staged_files) -> None:
     """Each landed row once in each of ``targets`` (read by ``rows``: a Delta table's by
-    default), and the bookmark counting exactly the files landed."""
+    default), nothing a killed run staged left there (``staged`` lists it: by default a
+    Delta or Parquet target's staging directory; None: the caller looks), and the bookmark
+    counting exactly the files landed."""
     expected = landed_rows(ws)
     for target in targets:
         assert (rows or ws.rows)(target) == expected, f"{target}: duplicates or gaps"
-        assert not list(Path(target).glob("_deltamark_staging/*")), f"{target}: staged files left"
+        if staged is not None:
+            assert not staged(target), f"{target}: staged data left"
     [bookmark] = ws.store.bookmarks(job)
     assert bookmark.state["files_total"] == len({name for _, name in expected})
     history = ws.store.histories(job)["src"]
     counted = {Path(f.path).name for f in ws.store.processed_files(
         job, "src", run_seqs=history.valid_runs)}
     assert counted == {name for _, name in expected}
+
+
+def staged_tables(db) -> Callable[[str], list[str]]:
+    """The staging tables a database target's runs left in ``db``."""
+    listed = ("SELECT name FROM sqlite_master" if db.kind == "sqlite" else
+              "SELECT tablename FROM pg_tables")
+    return lambda _target: [name for (name,) in db.query(listed)
+                            if name.startswith("deltamark_stage_")]
+
+
+def killed_run(store, instant: str, job: str = "copy") -> Run:
+    """The run just killed at ``instant`` (``INSTANTS``), as the state holds it: one killed
+    before its state commit is left running (not recorded succeeded)."""
+    killed = store.last_run(job)
+    if instant in ("before", "at"):
+        assert killed.status == "running", (instant, killed.status)
+    return killed
+
+
+def assert_recovered(store, killed: Run, instant: str, job: str = "copy") -> None:
+    """The run after a kill at ``instant`` settled ``killed``: aborted it where its target
+    had not committed, replayed it (recording the commit it made) where it had; one the
+    kill found recorded succeeded (it may be, 0.2 s after its target committed) needs
+    nothing."""
+    [now] = [r for r in store.runs(job) if r.run_id == killed.run_id]
+    if killed.status == "succeeded":
+        assert now.recovery is None, instant
+    elif instant == "before":
+        assert (now.status, now.recovery) == ("aborted", "aborted"), instant
+    else:
+        assert (now.status, now.recovery, now.attempt) == (
+            "succeeded", "replayed", killed.attempt + 1), instant
 
 
 def crash(ws, job: str, point: str) -> None:
@@ -127,15 +171,24 @@ def kill_when_committing(ws, process, instant: str, commits: Callable[[], int],
                 delay=0.2 if instant == "after" else 0.0)
 
 
-def objects(prefix: str, suffix: str, *, recursive: bool = False) -> Callable[[], int]:
-    """How many objects under ``prefix`` (a path or URI, S3's too) end with ``suffix``."""
+def objects(prefix: str, pattern: str, *, recursive: bool = False) -> Callable[[], int]:
+    """How many objects under ``prefix`` (a path or URI, S3's too) have a name matching
+    ``pattern`` (``fnmatch``'s)."""
+    return lambda: len(object_names(prefix, pattern, recursive=recursive))
+
+
+def object_names(prefix: str, pattern: str, *, recursive: bool = False) -> list[str]:
+    """The names of the objects under ``prefix`` (a path or URI) matching ``pattern``."""
+    import fnmatch
+
     import pyarrow.fs as pafs
 
     from framework import storage
 
     fs, root, _ = storage.filesystem(prefix)
-    return lambda: sum(f.path.endswith(suffix) for f in fs.get_file_info(
-        pafs.FileSelector(root, allow_not_found=True, recursive=recursive)))
+    return [f.base_name for f in fs.get_file_info(
+        pafs.FileSelector(root, allow_not_found=True, recursive=recursive))
+        if fnmatch.fnmatchcase(f.base_name, pattern)]
 
 
 def _watched(ws, kind: str, target: str, db=None):
@@ -149,13 +202,19 @@ def _watched(ws, kind: str, target: str, db=None):
                 lambda t: sorted((r.id, r.source_file.rsplit("/", 1)[-1])
                                  for r in ws.spark.read.parquet(t).collect()))
 
+    polling = []  # PostgreSQL: one connection, as a new one a poll would see the commit late
+
     def marks() -> int:
         count = "SELECT count(*) FROM deltamark_commits"
         try:
             if db.kind == "sqlite":  # not waiting on the run's write lock
                 with sqlite3.connect(db.dsn, timeout=0) as conn:
                     return conn.execute(count).fetchone()[0]
-            return db.query(count)[0][0]
+            if not polling:
+                import psycopg
+
+                polling.append(psycopg.connect(db.dsn, autocommit=True))
+            return polling[0].execute(count).fetchone()[0]
         except Exception:  # noqa: BLE001 - not made yet, or (SQLite) locked by the run
             return 0
 
@@ -174,11 +233,13 @@ def test_a_run_killed_from_outside_as_its_target_commits_lands_every_row_once(
 
     ws = Workspace(tmp_path, spark, delta=kind.removeprefix("delta-") if "-" in kind
                    else "auto")
+    staged = staged_files
     if kind in ("sqlite", "postgresql"):
         db = sqlite_database(tmp_path) if kind == "sqlite" else \
             request.getfixturevalue("pg_server").database()
         ws.connect(db)
         target, (commits, data, rows) = "landed", _watched(ws, "jdbc", "landed", db)
+        staged = staged_tables(db)
         ws.declare(cls="CopyFilesTo", kind="jdbc", target=target, connection="db",
                    lineage="source_file")
     else:
@@ -190,9 +251,11 @@ def test_a_run_killed_from_outside_as_its_target_commits_lands_every_row_once(
         ws.land(rows=2)
         kill_when_committing(ws, ws.start_run("copy", own_group=True), instant, commits,
                              data)
+        killed = killed_run(ws.store, instant)
         ws.land(rows=1)
         assert ws.run().status == "succeeded", instant
-        assert_exactly_once(ws, target, rows=rows)
+        assert_recovered(ws.store, killed, instant)
+        assert_exactly_once(ws, target, rows=rows, staged=staged)
 
 
 @pytest.fixture

@@ -14,9 +14,12 @@ from test_exactly_once import (
     FULL_MATRIX,
     INSTANTS,
     assert_exactly_once,
+    assert_recovered,
     crash,
     files,
     kill_when_committing,
+    killed_run,
+    object_names,
     objects,
 )
 
@@ -231,12 +234,18 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
     def run():
         assert ws.run("copy").status == "succeeded"
 
+    def referenced(name) -> set[str]:
+        """The data files the table's snapshot holds (by name)."""
+        ws.spark.catalog.refreshTable(name)
+        return {r.file_path.rsplit("/", 1)[-1]
+                for r in ws.spark.table(f"{name}.files").select("file_path").collect()}
+
     if catalog == "path":
         table = f"{ws.use_iceberg()}.target"
         directory = Path(ws.spark.conf.get("spark.sql.catalog.lake.warehouse"),
                          *table.split(".")[1:])
         commits = files(directory / "metadata", "v*.metadata.json")
-        data = files(directory / "data", "**/*.parquet")
+        data_dir = str(directory / "data")
     elif catalog == "path on S3":
         warehouse = f"{request.getfixturevalue('bucket')}/warehouse"
         table = f"""{ws.use_iceberg({"spark.sql.catalog.s3kill": iceberg.CATALOG_CLASSES[0],
@@ -244,8 +253,10 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
                                      "spark.sql.catalog.s3kill.warehouse": warehouse
                                      })}.target"""
         directory = "/".join([warehouse, *table.split(".")[1:]])
-        commits = objects(f"{directory}/metadata", ".metadata.json")
-        data = objects(f"{directory}/data", ".parquet", recursive=True)
+        # a commit renames (on S3: copies) a <uuid>.metadata.json written first to its
+        # version's name: that name appearing is the commit
+        commits = objects(f"{directory}/metadata", "v*.metadata.json")
+        data_dir = f"{directory}/data"
     else:  # its runs are processes of their own, whose sessions find the JDBC driver
         import pyarrow as pa
         from pyiceberg.catalog.sql import SqlCatalog
@@ -265,7 +276,7 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
         reader.create_namespace(table.split(".")[1])  # the table made without a JVM
         reader.create_table(table.split(".", 1)[1], schema=pa.schema(
             [("id", pa.int64()), ("source_file", pa.string()), ("_rescued_data", pa.string())]))
-        data = files(Path(ws.root, "warehouse", *table.split(".")[1:], "data"), "**/*.parquet")
+        data_dir = str(Path(ws.root, "warehouse", *table.split(".")[1:], "data"))
 
         def commits() -> int:  # the version of the metadata file the catalog's row names
             found = db.query("SELECT metadata_location FROM iceberg_tables WHERE "
@@ -276,10 +287,18 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
             found = reader.load_table(name.split(".", 1)[1]).scan().to_arrow().to_pylist()
             return sorted((r["id"], r["source_file"].rsplit("/", 1)[-1]) for r in found)
 
+        def referenced(name) -> set[str]:
+            files = reader.load_table(name.split(".", 1)[1]).inspect.files()["file_path"]
+            return {path.rsplit("/", 1)[-1] for path in files.to_pylist()}
+
         def run():
             process = ws.start_run("copy")
             _, err = process.communicate(timeout=300)
             assert process.returncode == 0, err[-3000:]
+
+    def unreferenced(name) -> set[str]:
+        """The data files under the table's directory its snapshot does not hold."""
+        return set(object_names(data_dir, "*.parquet", recursive=True)) - referenced(name)
 
     ws.declare("copy", cls="FilesToIceberg", table=table, lineage="source_file")
     if catalog != "jdbc":
@@ -287,11 +306,18 @@ def test_a_run_killed_from_outside_as_its_iceberg_commit_appears_lands_every_row
         run()  # the table made: a later commit is one more metadata file
     for instant in INSTANTS if FULL_MATRIX else ["at"]:
         ws.land(rows=2)
+        left = unreferenced(table)
         kill_when_committing(ws, ws.start_run("copy", own_group=True), instant, commits,
-                             data)
+                             objects(data_dir, "*.parquet", recursive=True))
+        killed = killed_run(ws.store, instant)
         ws.land(rows=1)
         run()
-        assert_exactly_once(ws, table, rows=rows)
+        assert_recovered(ws.store, killed, instant)
+        assert_exactly_once(ws, table, rows=rows, staged=None)
+        # a write killed before its commit leaves its files, as any uncommitted Iceberg
+        # write does (remove_orphan_files takes them); one that committed, none
+        if instant != "before":
+            assert not unreferenced(table) - left, f"{instant}: files of no snapshot left"
         marks = [s.mark()["run_seq"] for s in iceberg.history(table)]
         assert len(marks) == len(set(marks)), instant  # no run committed twice
 

@@ -382,7 +382,15 @@ def test_a_run_killed_from_outside_as_its_commit_appears_on_s3_lands_every_row_o
         ws, bucket):
     """The run and its JVM SIGKILLed as its Delta commit's object appears in the bucket
     (in CI; at every instant with DELTAMARK_FULL_MATRIX=1); the next run recovers."""
-    from tests.test_exactly_once import FULL_MATRIX, INSTANTS, kill_when_committing, objects
+    from framework.state_io import open_store
+    from tests.test_exactly_once import (
+        FULL_MATRIX,
+        INSTANTS,
+        assert_recovered,
+        kill_when_committing,
+        killed_run,
+        objects,
+    )
 
     state = state_on_s3(ws, bucket, "native")
     landing, target = f"{bucket}/landing", f"{bucket}/lake/t"
@@ -391,12 +399,14 @@ def test_a_run_killed_from_outside_as_its_commit_appears_on_s3_lands_every_row_o
     for batch, instant in enumerate(INSTANTS if FULL_MATRIX else ["at"], start=1):
         land(landing, batch * 2, rows=2)
         kill_when_committing(ws, ws.start_run("copy", own_group=True), instant,
-                             objects(f"{target}/_delta_log", ".json"),
-                             objects(target, ".parquet"),
-                             objects(f"{state}/runs/_delta_log", ".json"))
+                             objects(f"{target}/_delta_log", "*.json"),
+                             objects(target, "*.parquet"),
+                             objects(f"{state}/runs/_delta_log", "*.json"))
+        killed = killed_run(open_store(state), instant)
         land(landing, batch * 2 + 1, rows=1)
         landed += [(batch * 2) * 100, (batch * 2) * 100 + 1, (batch * 2 + 1) * 100]
         assert ws.run().status == "succeeded", instant
+        assert_recovered(open_store(state), killed, instant)
         assert [i for i, _ in ws.rows(target)] == sorted(landed), instant
 
 

@@ -545,6 +545,30 @@ def test_many_processes_committing_and_tidying_at_once_never_lose_or_double_a_ro
     assert sum(c.operation == "OPTIMIZE" for c in history) >= 3  # tidies ran meanwhile
 
 
+def test_an_append_falling_due_while_another_process_tidies_leaves_the_tidy_to_it(tmp_path):
+    """Another process holds the table's upkeep lease (it is tidying): an append at a
+    version where a tidy falls due commits its rows and no compaction; once the lease is
+    free, the next one due compacts."""
+    path = str(tmp_path / "t")
+    upkeep = log.Upkeep(retention_hours=168, compact_every=2)
+    rows = pa.table({"a": [1]})
+    log.append_rows(path, rows, upkeep=upkeep)  # version 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom framework.lease import upkeep_lease\n"
+         "with upkeep_lease(sys.argv[1]) as mine:\n    print(mine, flush=True)\n"
+         "    time.sleep(120)\n", path], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "True\n"
+        assert [log.append_rows(path, rows, upkeep=upkeep) for _ in range(2)] == [1, 2]
+        assert not [c for c in log.history(path) if c.operation == "OPTIMIZE"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [log.append_rows(path, rows, upkeep=upkeep) for _ in range(2)] == [3, 4]
+    assert [c.operation for c in log.history(path)].count("OPTIMIZE") == 1
+    assert len(log.read_rows(path)) == 5
+
+
 def test_vacuum_removes_the_copies_two_tidies_at_once_left(tmp_path, monkeypatch):
     """A state root where two compactions at once each added a copy of the same rows (what
     delta-rs's conflict checker lets through): ``tidy`` (``deltamark state vacuum``)
