@@ -86,7 +86,8 @@ def job_names(settings: Settings) -> list[str]:
 
 
 def load_job(settings: Settings, name: str) -> JobSpec:
-    """Read, validate and import the job ``name``.
+    """Read and validate the job ``name``, finding its class's module without running it
+    (``JobSpec.job_class`` imports it).
 
     Raises:
         JobNotFoundError: no such file.

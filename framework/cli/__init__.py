@@ -72,9 +72,8 @@ def main() -> None:
 
 def _exit(code: str | int | None) -> NoReturn:
     """Exit with ``code`` (as ``sys.exit`` takes it). Where the command ran no Spark and
-    left no thread behind, without tearing down the ~900 modules it imported one by one
-    (~0.2 s of a command that took 0.5 s): its exit handlers run and its output is flushed
-    first."""
+    left no thread behind, without tearing down, one by one, the hundreds of modules it
+    imported: its exit handlers run and its output is flushed first."""
     if "pyspark" in sys.modules or threading.active_count() > 1:
         sys.exit(code)
     if isinstance(code, str):
