@@ -267,14 +267,19 @@ def hinted(schema: StructType, hints: Sequence[Hint]) -> tuple[StructType, tuple
     return schema, tuple(changes)
 
 
+def _named(struct: StructType, name: str) -> int | None:
+    """The index of ``struct``'s field ``name``, whatever its case."""
+    return next((i for i, f in enumerate(struct.fields) if f.name.lower() == name.lower()),
+                None)
+
+
 def _type_at(schema: DataType, path: Sequence[str]) -> DataType | None:
     from pyspark.sql.types import StructType
 
     if not path:
         return schema
-    if isinstance(schema, StructType):
-        found = next((f for f in schema.fields if f.name.lower() == path[0].lower()), None)
-        return None if found is None else _type_at(found.dataType, path[1:])
+    if isinstance(schema, StructType) and (index := _named(schema, path[0])) is not None:
+        return _type_at(schema.fields[index].dataType, path[1:])
     return None
 
 
@@ -282,8 +287,7 @@ def _with_type(struct: StructType, path: Sequence[str], data_type: DataType, hin
                ) -> StructType:
     from pyspark.sql.types import StructField, StructType
 
-    index = next((i for i, f in enumerate(struct.fields)
-                  if f.name.lower() == path[0].lower()), None)
+    index = _named(struct, path[0])
     kept = None if index is None else struct.fields[index]
     if len(path) == 1:
         found = data_type
