@@ -17,6 +17,11 @@ holder (run id, pid, host, start time).
 A state table's upkeep lease (``<table>/_upkeep.lock``, the same two kinds) is held while a
 process compacts, checkpoints and vacuums the table; a process that finds it held leaves
 the tidy to its holder.
+
+On a local disk, appends to a state table also take turns (``<table>/_commit.lock``): a
+wave of hundreds of runs committing at once would otherwise spend its time losing races
+(each loser rewrites and retries; 100 at once took 41 s where turns take 11). On an object
+store, Delta's put-if-absent orders the commits.
 """
 
 from __future__ import annotations
@@ -28,14 +33,16 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypedDict, cast
 
 from framework import storage
-from framework.errors import ConcurrentRunError
+from framework.errors import ConcurrentRunError, WriteConflictError
 
-__all__ = ["LEASE_SECONDS", "LeaseHolder", "job_lease", "lease_holder", "upkeep_lease"]
+__all__ = ["LEASE_SECONDS", "LeaseHolder", "commit_turn", "job_lease", "lease_holder",
+           "upkeep_lease"]
 
 log = logging.getLogger("deltamark.lease")
 
@@ -82,6 +89,39 @@ def upkeep_lease(table: str) -> Iterator[bool]:
         yield True
     finally:
         lease.release()
+
+
+@contextlib.contextmanager
+def commit_turn(table: str, timeout_seconds: float) -> Iterator[None]:
+    """Hold this process's turn to commit to the Delta table at ``table`` while the block
+    runs: on a local disk, an exclusive lock on ``_commit.lock`` in its directory, waited
+    for up to ``timeout_seconds``; elsewhere, no wait.
+
+    Raises:
+        WriteConflictError: other processes held the turn for ``timeout_seconds``.
+    """
+    if not storage.is_local(table):
+        yield
+        return
+    path = storage.join(storage.local_path(table), "_commit.lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline, pause = time.monotonic() + timeout_seconds, 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WriteConflictError(table, (
+                        f"other processes held its commit lock ({path}) for "
+                        f"{timeout_seconds:.0f} s; nothing was written. Run again, or "
+                        "start fewer runs at once on this state root.")) from None
+                time.sleep(pause)
+                pause = min(2 * pause, 0.05)
+        yield
+    finally:
+        os.close(fd)  # lets the lock go
 
 
 def lease_holder(state_root: str | os.PathLike[str], job: str) -> LeaseHolder | None:

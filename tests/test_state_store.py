@@ -569,6 +569,45 @@ def test_an_append_falling_due_while_another_process_tidies_leaves_the_tidy_to_i
     assert len(log.read_rows(path)) == 5
 
 
+def _commit_turn_held(path: str, *, seconds: float) -> subprocess.Popen:
+    """A process holding the table's commit turn for ``seconds`` (it holds it once this
+    returns)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom framework.lease import commit_turn\n"
+         "with commit_turn(sys.argv[1], 5):\n    print('held', flush=True)\n"
+         "    time.sleep(float(sys.argv[2]))\n", path, str(seconds)],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_appends_on_a_local_disk_take_turns_and_one_kept_waiting_fails_in_one_line(tmp_path):
+    """Another process holds the table's commit turn: an append waits for it (it does not
+    race, losing and rewriting), commits once the turn is free, and past its patience
+    fails in one line naming the lock, having written nothing."""
+    store = open_store(tmp_path / "state", commit_timeout_seconds=1.0)
+    store.record_run(run("a", 1))
+    path = store.path(RUNS)
+    holder = _commit_turn_held(path, seconds=120)
+    try:
+        with pytest.raises(DeltamarkError) as failed:
+            store.record_run(run("a", 2))
+        message = str(failed.value)
+        assert "\n" not in message and "_commit.lock" in message
+        assert "nothing was written" in message
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [r.run_seq for r in store.runs("a")] == [1]
+    holder = _commit_turn_held(path, seconds=0.5)
+    started = time.monotonic()
+    store.record_run(run("a", 2))  # waits for the turn, within its patience
+    assert time.monotonic() - started >= 0.3
+    assert holder.wait(timeout=30) == 0
+    assert [r.run_seq for r in store.runs("a")] == [1, 2]
+    assert len(log.history(path)) == 2  # two commits: none lost a race and retried
+
+
 def test_vacuum_removes_the_copies_two_tidies_at_once_left(tmp_path, monkeypatch):
     """A state root where two compactions at once each added a copy of the same rows (what
     delta-rs's conflict checker lets through): ``tidy`` (``deltamark state vacuum``)

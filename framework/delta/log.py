@@ -739,8 +739,9 @@ def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
                 timeout_seconds: float = STATE_COMMIT_TIMEOUT_SECONDS) -> int:
     """Append an Arrow table in one commit (creating the table); returns the new version.
 
-    Many processes may append at once: a commit that loses the race to other writers
-    more often than delta-rs retries is tried again after a jittered pause, for up to
+    Many processes may append at once: on a local disk they take turns
+    (``lease.commit_turn``); a commit that loses the race to other writers more often
+    than delta-rs retries is tried again after a jittered pause, for up to
     ``timeout_seconds``. With ``upkeep``, the table is tidied every
     ``upkeep.compact_every`` versions (by one process at a time: ``lease.upkeep_lease``),
     so reads of a table that gains a file per run do not grow with its history.
@@ -754,11 +755,12 @@ def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
             configuration=upkeep.properties() if upkeep else None,
             commit_properties=_commit_properties(txn, user_metadata, retries=0))):
         return 0
-    version = _patiently(path, timeout_seconds, lambda table: write_deltalake(
-        # through the open table (not the path): that saves a log replay, ~3 ms, not ~13
-        table, rows, mode="append", schema_mode="merge",
-        commit_properties=_commit_properties(txn, user_metadata),
-        post_commithook_properties=_TIDIED if upkeep else None))
+    with lease.commit_turn(path, timeout_seconds):
+        version = _patiently(path, timeout_seconds, lambda table: write_deltalake(
+            # through the open table (not the path): that saves a log replay, ~3 ms, not ~13
+            table, rows, mode="append", schema_mode="merge",
+            commit_properties=_commit_properties(txn, user_metadata),
+            post_commithook_properties=_TIDIED if upkeep else None))
     if upkeep and version % upkeep.compact_every == 0:
         _tidy_unless_busy(path, upkeep, deep=version % upkeep.compact_every ** 2 == 0)
     return version
