@@ -68,10 +68,10 @@ site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 # Delta's, S3A's, Avro's and Iceberg's jars for that Spark from Maven, without what pyspark
 # ships (once per jar set): the native Delta path, s3:// on Spark, Spark's Avro reader,
 # Iceberg tables (on the lines Iceberg has a Spark runtime for).
-"$venv/bin/python" -m framework.jars
+"$venv/bin/python" -m framework.spark.jars
 
 # For local Spark JVMs (written once into the virtualenv): a Hadoop local file system that needs no
 # chmod processes (javac), and a class-data-sharing archive of Spark's and Delta's classes
 # (~40 s, ~200 MB): local writes take ~50 ms less, a JVM starts ~4 s sooner. Spark works without.
-"$venv/bin/python" -m framework.local_jvm_setup 2>/dev/null ||
+"$venv/bin/python" -m framework.setup.local_jvm 2>/dev/null ||
   echo "setup: could not prepare the local JVM extras; Spark works without them" >&2

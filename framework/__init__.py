@@ -2,11 +2,14 @@
 
 from typing import TYPE_CHECKING, Any
 
+from framework.common.moved import old_paths_importable
+from framework.common.version import __version__ as __version__
+
 if TYPE_CHECKING:
     from framework.config import Settings, load_settings
     from framework.errors import DeltamarkError
-    from framework.job import IncrementalJob, JobContext
-    from framework.runner import RunReport, run_job
+    from framework.run.job import IncrementalJob, JobContext
+    from framework.run.runner import RunReport, run_job
 
 __all__ = [
     "DeltamarkError",
@@ -17,14 +20,16 @@ __all__ = [
     "load_settings",
     "run_job",
 ]
-__version__ = "0.1.0"
 
 # Imported on first use: the read-only CLI commands import framework.* modules and should
 # not pay for the job machinery (pyarrow.parquet, the Delta engines) they never touch.
 _HOMES = {"Settings": "framework.config", "load_settings": "framework.config",
-          "DeltamarkError": "framework.errors", "IncrementalJob": "framework.job",
-          "JobContext": "framework.job", "RunReport": "framework.runner",
-          "run_job": "framework.runner"}
+          "DeltamarkError": "framework.errors", "IncrementalJob": "framework.run.job",
+          "JobContext": "framework.run.job", "RunReport": "framework.run.runner",
+          "run_job": "framework.run.runner"}
+
+
+old_paths_importable()
 
 
 def __getattr__(name: str) -> Any:

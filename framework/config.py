@@ -92,7 +92,7 @@ class Settings:
     #: the tables Glue scripts read with ``from_catalog``, by ``database.table``
     catalog: Mapping[str, CatalogTable] = field(default_factory=dict)
     #: the OpenLineage namespace of deltamark's jobs (``lineage: {namespace: ...}``;
-    #: ``OPENLINEAGE_NAMESPACE`` overrides it): ``framework.lineage``
+    #: ``OPENLINEAGE_NAMESPACE`` overrides it): ``framework.run.lineage``
     lineage_namespace: str | None = None
 
 

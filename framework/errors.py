@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 
-from framework.redaction import redact
+from framework.common.redaction import redact
 from state_tables.errors import DeltamarkError, ReadOnlySqlError, StateSchemaError
 
 __all__ = [

@@ -19,7 +19,7 @@ def _unchanged(text: str) -> str:
 
 class DeltamarkError(Exception):
     """Root of every error deltamark raises on purpose. Its text never holds a secret:
-    ``redact`` masks them (``framework.errors`` installs ``framework.redaction.redact``)."""
+    ``redact`` masks them (``framework.errors`` installs ``framework.common.redaction.redact``)."""
 
     #: the exit code of a command that ends with it
     exit_code = 1

@@ -62,7 +62,7 @@ class ContextRecord(TypedDict, total=False):
 
 
 class RunRecord(TypedDict, total=False):
-    """What each target commit of a run carries of it (``framework.target_runs``): a Delta
+    """What each target commit of a run carries of it (``framework.run.targets``): a Delta
     commit's ``userMetadata``, a Parquet manifest, a database target's mark. Empty for a
     commit made before deltamark wrote one."""
 
@@ -80,7 +80,7 @@ class Run:
 
     ``inputs`` maps each context to its counts (``files``, ``bytes``, ...); ``outputs``
     maps each target written to what the write did (``version``, ``skipped``).
-    ``skipped``: the run found nothing new before starting Spark (``framework.preflight``)
+    ``skipped``: the run found nothing new before starting Spark (``framework.run.preflight``)
     and did nothing else.
     """
 

@@ -1,5 +1,5 @@
 """Reads and writes the state tables through a ``TableIO``: framework's reads and writes
-them with delta-rs (``framework.state_io``), in milliseconds, with no Spark and no JVM."""
+them with delta-rs (``framework.state.table_io``), in milliseconds, with no Spark and no JVM."""
 
 from __future__ import annotations
 
@@ -51,9 +51,9 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 class TableIO(Protocol):
     """The Delta tables under a state root, as the store reads and writes them.
 
-    ``framework.state_io.DeltaTableIO`` is deltamark's (delta-rs); ``framework.state_io.open_store``
-    gives a store on it. Each state table is a small unpartitioned Delta table that only
-    grows by appends.
+    ``framework.state.table_io.DeltaTableIO`` is deltamark's (delta-rs);
+    ``framework.state.table_io.open_store`` gives a store on it. Each state table is a
+    small unpartitioned Delta table that only grows by appends.
     """
 
     def join(self, root: str, name: str) -> str:
@@ -92,7 +92,8 @@ class StateStore:
 
     Tables are created on first write. Example::
 
-        store = open_store("data/state")  # framework.state_io: StateStore(root, DeltaTableIO())
+        # framework.state.table_io: StateStore(root, DeltaTableIO())
+        store = open_store("data/state")
         store.record_run(run, bookmarks=[bookmark])
         store.bookmarks("orders_ingest")
 

@@ -60,7 +60,7 @@ def bucket(s3_server) -> str:
 def spark(s3_server, tmp_path_factory):
     from databases import available_jars
 
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     jars = {"spark.jars": ",".join(available_jars())} if available_jars() else {}
     settings = Settings(spark=SparkSettings(master="local[2]", app_name="deltamark-tests",

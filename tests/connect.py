@@ -17,7 +17,7 @@ from pathlib import Path
 import pyspark
 
 from framework.config import Settings, SparkSettings
-from framework.spark import session_conf
+from framework.spark.session import session_conf
 from tests.databases import available_jars
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from framework.cli import app
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from state_tables.model import Bookmark, Run, WorkflowNode
 
 runner = CliRunner()
@@ -224,11 +224,13 @@ def test_debug_shows_the_traceback(state):
 
 
 def test_real_processes_exit_0_and_import_neither_spark_nor_pandas(state):
-    """delta-rs can abort processes at exit (code 134); the CLI must not, ever. (How fast
-    they are: bench_noop's read-only commands.)"""
+    """delta-rs can abort processes at exit (code 134); the CLI must not, ever. Nor do
+    they import Spark, its Delta engines or pandas. (How fast they are: bench_noop's
+    read-only commands.)"""
     probe = ("import sys, runpy; sys.argv = ['deltamark'] + sys.argv[1:]; "
              "import atexit; atexit.register(lambda: print(sorted({'pyspark', 'pandas', "
-             "'pydantic', 'great_expectations'} & set(sys.modules)) or 'NOJVM', "
+             "'pydantic', 'great_expectations', 'framework.delta.embedded', "
+             "'framework.delta.native'} & set(sys.modules)) or 'NOJVM', "
              "file=sys.stderr)); runpy.run_module('framework', run_name='__main__')")
     for args in (["runs", "list", "--json"], ["bookmarks", "show", "orders", "--json"],
                  ["sql", "select * from current_bookmarks", "--json"],
@@ -241,6 +243,36 @@ def test_real_processes_exit_0_and_import_neither_spark_nor_pandas(state):
         # easily); typer's pydantic, a sixth
         assert done.stderr.strip().endswith("NOJVM"), done.stderr
         json.loads(done.stdout)
+
+
+def test_a_moved_module_s_old_path_still_imports_and_runs_with_a_warning():
+    """framework/ grouped by concern (0.2): ``python -m framework.jars`` (the old path) runs
+    the module now at framework.spark.jars, as the old import paths import theirs, each
+    with a DeprecationWarning naming the new path."""
+    command = [sys.executable, "-W", "always::DeprecationWarning", "-m"]
+    old = subprocess.run([*command, "framework.jars", "--class-path"], capture_output=True,
+                         text=True, timeout=60)
+    new = subprocess.run([*command, "framework.spark.jars", "--class-path"],
+                         capture_output=True, text=True, timeout=60)
+    assert (old.returncode, old.stdout) == (new.returncode, new.stdout) and new.stdout
+    assert "framework.jars is now framework.spark.jars" in old.stderr
+    assert "DeprecationWarning" not in new.stderr
+    imports = ("import warnings, sys; warnings.simplefilter('error'); import framework.cli\n"
+               "warnings.simplefilter('always')\n"
+               "with warnings.catch_warnings(record=True) as said:\n"
+               "    from framework import runner, job_config\n"
+               "    from framework.spark import spark_session\n"
+               "from framework.run import runner as now, spec\n"
+               "from framework.spark.session import spark_session as session\n"
+               "assert runner is now and job_config is spec and spark_session is session\n"
+               "print('|'.join(str(w.message).split(';')[0] for w in said))\n")
+    done = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().split("|") == [
+        "framework.runner is now framework.run.runner",
+        "framework.job_config is now framework.run.spec",
+        "framework.spark.spark_session is now framework.spark.session.spark_session"]
 
 
 def invoke_wide(*args):
@@ -272,7 +304,7 @@ def test_every_help_text_is_shown_whole_each_paragraph_on_one_line():
 
 def test_a_run_report_names_the_files_it_did_not_read():
     from framework.cli.run import _text
-    from framework.runner import RunReport
+    from framework.run.runner import RunReport
 
     report = RunReport(job="copy", run_id="r2", run_seq=2, attempt=1, mode="enable",
                        status="succeeded", dry_run=False, seconds=1.5,

@@ -18,7 +18,7 @@ import yaml
 from deltalake import DeltaTable
 
 from framework import storage
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from tests.databases import unavailable
 from tests.test_s3 import land
 from tests.workspace import SUPPORT
@@ -90,7 +90,7 @@ def test_runs_on_a_standalone_cluster_with_s3_by_deltamark_run_and_by_spark_subm
     script.write_text(f"from framework import load_settings, run_job\n"
                       f"print(run_job(load_settings(conf_dir={str(embedded / 'conf')!r}), "
                       f"'copy').status)\n")
-    jars = subprocess.run([sys.executable, "-m", "framework.jars", "--class-path"],
+    jars = subprocess.run([sys.executable, "-m", "framework.spark.jars", "--class-path"],
                           capture_output=True, text=True, check=True).stdout.strip()
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     done = subprocess.run(

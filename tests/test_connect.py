@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 from framework import storage
 from framework.sinks.delta import FENCE
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from tests.databases import unavailable
 from tests.test_s3 import land
 from tests.workspace import SUPPORT
@@ -294,7 +294,7 @@ def test_an_unreachable_server_is_said_at_once_in_one_line():
     """(Connect's client itself retries for minutes before it gives up.)"""
     from framework.config import Settings, SparkSettings
     from framework.errors import SparkStartError
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
     from tests.connect import free_port
 
     url = f"sc://127.0.0.1:{free_port()}"

@@ -26,7 +26,7 @@ from framework.errors import (
     UnsupportedTableFeatureError,
     VersionNotFoundError,
 )
-from framework.spark import temporary_conf
+from framework.spark.session import temporary_conf
 
 
 def commits(path):
@@ -383,12 +383,12 @@ def test_data_files_outside_partition_directories_are_read_by_the_log(engine, sp
 @pytest.mark.spark  # starts Spark in a process of its own
 def test_native_without_jars_is_a_one_line_error():
     # A machine where the set-up could not reach Maven: no jars on the session.
-    code = ("import framework.jars\n"
-            "framework.jars.class_path = lambda: ''\n"
+    code = ("import framework.spark.jars\n"
+            "framework.spark.jars.class_path = lambda: ''\n"
             "from framework.config import Settings, SparkSettings\n"
             "from framework.delta import delta_engine\n"
             "from framework.errors import DeltaEngineUnavailableError\n"
-            "from framework.spark import spark_session\n"
+            "from framework.spark.session import spark_session\n"
             "spark = spark_session(Settings(spark=SparkSettings(master='local[1]')))\n"
             "print('AUTO', delta_engine(spark, mode='auto').name)\n"
             "try:\n    delta_engine(spark, mode='native')\n"

@@ -155,7 +155,7 @@ def test_a_change_feed_older_than_a_week_is_read_and_a_lost_one_is_a_clear_error
 
 
 def test_lost_history_is_a_clear_error_and_a_reset_recovers(ws, source):
-    from framework import admin
+    from framework.ops import admin
 
     append(source, [1])
     ws.run()

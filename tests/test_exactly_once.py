@@ -26,9 +26,9 @@ import pytest
 from typer.testing import CliRunner
 
 from framework.cli import app
+from framework.common.faults import CRASH_ENV
 from framework.errors import ConcurrentRunError
-from framework.faults import CRASH_ENV
-from framework.lease import lease_holder
+from framework.storage.lease import lease_holder
 from state_tables.model import Run
 
 STEPS = ["started", "planned", "staged", "target_committed", "plan_recorded", "returned"]

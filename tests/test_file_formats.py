@@ -15,7 +15,7 @@ import pytest
 from framework.delta import delta_engine
 from framework.errors import JobFailedError
 from framework.sources import files
-from framework.spark_lines import lacking
+from framework.spark.lines import lacking
 from tests.databases import unavailable
 
 AVRO_SCHEMA = {

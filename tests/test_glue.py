@@ -109,7 +109,7 @@ def test_a_glue_script_runs_incrementally_and_exactly_once(spark, glue_project, 
     lines = lake_rows(spark, paths["lake"], "documents_lines", "id", "index")
     assert len(lines) == len(set(lines)) > 0
     # the bookmark a native job would record for the same files
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     store = open_store(paths["state"])
     glue_state = {b.context: b for b in store.bookmarks("glue_orders")}
@@ -155,7 +155,7 @@ def test_without_job_commit_the_bookmarks_stay_and_deltamark_warns(spark, glue_p
         assert run(script=script)["inputs"]["orders_source"]["files"] == 1
     assert "never called job.commit()" in caplog.text
     assert run(script=script)["inputs"]["orders_source"]["files"] == 1  # read again
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     assert open_store(paths["state"]).bookmarks("glue_orders") == []
 
@@ -801,7 +801,7 @@ def test_a_studio_script_with_data_quality_nodes_runs_unchanged(spark, tmp_path)
     """Glue Studio's data-quality nodes (awsgluedq's EvaluateDataQuality): one fails the
     job, one routes rows by their row-level outcomes, the default ruleset checks the target;
     first files, nothing new, a new file, then a file that fails the job."""
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     script, source = tmp_path / "studio_dq.py", tmp_path / "in"
     target, rejected, state = tmp_path / "out", tmp_path / "rejected", tmp_path / "state"
@@ -919,7 +919,7 @@ with open(args["out"], "w") as out:
 
 
 def test_evaluate_data_quality_reports_each_rule_as_glue_does(spark, tmp_path):
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     script, out, state = tmp_path / "dq.py", tmp_path / "outcomes.json", tmp_path / "state"
     script.write_text(DQ_APPLY_SCRIPT)

@@ -1,11 +1,12 @@
-"""The words the CLI and the page say figures in (framework.humanize), on the shapes the
+"""The words the CLI and the page say figures in (framework.common.humanize), on the shapes the
 runs table has held, older deltamarks' included."""
 
 import datetime as dt
 
 import pytest
 
-from framework import admin, humanize
+from framework.common import humanize
+from framework.ops import admin
 from framework.sources import Backlog
 
 

@@ -23,10 +23,11 @@ from test_exactly_once import (
     objects,
 )
 
-from framework import admin, iceberg
+from framework import iceberg
 from framework.errors import IcebergError, JobFailedError, SparkFeatureError
-from framework.spark_lines import installed_version, spark_line
-from framework.target_runs import runs_in
+from framework.ops import admin
+from framework.run.targets import runs_in
+from framework.spark.lines import installed_version, require_iceberg_runtime, spark_line
 
 HAS_RUNTIME = spark_line().iceberg is not None
 needs_runtime = pytest.mark.skipif(
@@ -36,10 +37,10 @@ needs_runtime = pytest.mark.skipif(
 
 def test_a_line_without_iceberg_runtime_refuses_in_one_line():
     if HAS_RUNTIME:
-        iceberg.require_runtime()  # nothing to refuse
+        require_iceberg_runtime()  # nothing to refuse
         return
     with pytest.raises(SparkFeatureError) as refused:
-        iceberg.require_runtime()
+        require_iceberg_runtime()
     assert str(refused.value) == ("Iceberg tables: Iceberg has no Spark runtime for Spark "
                                   f"{installed_version()}; they need Spark 3.5, 4.0, 4.1")
 

@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from framework.cli import app
-from framework.faults import CRASH_ENV
+from framework.common.faults import CRASH_ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 

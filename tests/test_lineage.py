@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from referencing import Registry, Resource
 from typer.testing import CliRunner
 
-from framework import lineage
 from framework.cli import app
 from framework.errors import JobFailedError
+from framework.run import lineage
 from framework.workflows import run_workflow
 from state_tables.model import Run
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from framework import admin
 from framework.cli import app
+from framework.common.faults import CRASH_ENV
 from framework.delta import delta_engine
-from framework.faults import CRASH_ENV
+from framework.ops import admin
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
+from framework.common.faults import CRASH_ENV
 from framework.delta import log
 from framework.errors import JobFailedError
-from framework.faults import CRASH_ENV
 
 
 def test_nothing_new_is_skipped_and_touches_nothing(ws):

@@ -11,12 +11,12 @@ import pytest
 from databases import unavailable
 from typer.testing import CliRunner
 
-from framework import admin
 from framework.cli import app
 from framework.delta import delta_engine, native_available
 from framework.errors import ConfigError, DataQualityError, JobError, JobFailedError
-from framework.job_config import load_job
+from framework.ops import admin
 from framework.quality import parse_checks
+from framework.run.spec import load_job
 
 ROWS = [(1, "a@x.com", 10.0, "new", "DE"), (2, "b@x.com", 20.0, "paid", "FR"),
         (2, None, -5.0, "lost", "DEU"), (4, "bad", 20000.0, "new", None),

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from framework import admin
 from framework.cli import app
+from framework.common.faults import CRASH_ENV
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
-from framework.faults import CRASH_ENV
-from framework.state_io import open_store
+from framework.ops import admin
+from framework.state.table_io import open_store
 
 
 @pytest.fixture

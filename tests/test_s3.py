@@ -21,8 +21,8 @@ from deltalake import DeltaTable
 from framework import storage
 from framework.delta import log
 from framework.errors import ConcurrentRunError, JobFailedError, WorkflowError
-from framework.lease import job_lease, lease_holder
-from framework.state_io import open_store
+from framework.state.table_io import open_store
+from framework.storage.lease import job_lease, lease_holder
 
 
 def put(uri: str, text: str) -> None:
@@ -145,7 +145,7 @@ def test_the_lease_on_s3_lets_exactly_one_of_two_processes_run(bucket, tmp_path)
     holder = textwrap.dedent(f"""
         import pathlib, sys, time
         from framework.errors import ConcurrentRunError
-        from framework.lease import job_lease
+        from framework.storage.lease import job_lease
         refused = pathlib.Path({str(refused)!r})
         try:
             with job_lease({state!r}, "copy", sys.argv[1]):
@@ -171,7 +171,7 @@ def test_a_lease_on_s3_whose_process_died_here_is_taken_over_at_once(bucket):
     state = f"{bucket}/state"
     dead = textwrap.dedent(f"""
         import os
-        from framework.lease import job_lease
+        from framework.storage.lease import job_lease
         with job_lease({state!r}, "copy", "killed-here"):
             print("HELD", flush=True)
             os._exit(9)
@@ -192,7 +192,7 @@ def test_a_dead_runs_lease_on_s3_expires_and_an_abort_takes_it_over(bucket):
     def die_holding(run_id: str) -> None:
         dead = textwrap.dedent(f"""
             import os
-            from framework import lease
+            from framework.storage import lease
             lease.LEASE_SECONDS = 3
             lease._machine = lambda: "another machine"  # so its death is not seen here
             with lease.job_lease({state!r}, "copy", {run_id!r}):
@@ -382,7 +382,7 @@ def test_a_run_killed_from_outside_as_its_commit_appears_on_s3_lands_every_row_o
         ws, bucket):
     """The run and its JVM SIGKILLed as its Delta commit's object appears in the bucket
     (in CI; at every instant with DELTAMARK_FULL_MATRIX=1); the next run recovers."""
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
     from tests.test_exactly_once import (
         FULL_MATRIX,
         INSTANTS,
@@ -604,8 +604,8 @@ def test_targets_on_s3_ahead_of_a_restored_state_are_refused_then_repaired(ws, b
     """A Delta and a Parquet target on S3; the state root restored from a backup."""
     import shutil
 
-    from framework import admin
     from framework.errors import StateBehindTargetsError
+    from framework.ops import admin
 
     parquet_target, delta_target = f"{bucket}/lake/p", f"{bucket}/lake/d"
     ws.declare(cls="CopyToParquet", target=parquet_target, archive=delta_target)

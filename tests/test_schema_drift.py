@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from framework import admin
 from framework.delta import delta_engine, log
 from framework.errors import JobFailedError
+from framework.ops import admin
 from framework.sources import schema_drift
 from tests.databases import unavailable
 
@@ -151,7 +151,7 @@ LEFT_TO_SPARK = {"single quotes", "duplicate keys", "top-level array", "not an o
 def test_json_schemas_are_inferred_on_the_driver_as_spark_infers_them(spark, tmp_path):
     from framework.sources import json_schema
     from framework.sources.listed_reads import ListedFile
-    from framework.spark import temporary_conf
+    from framework.spark.session import temporary_conf
 
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
     for name, lines in JSON_CASES.items():
@@ -389,7 +389,7 @@ CONVERSIONS = [
 @pytest.mark.compat
 @pytest.mark.spark
 def test_a_value_fits_a_type_it_converts_to_whole_in_whatever_form(spark):
-    from framework.spark_types import Conversion
+    from framework.spark.types import Conversion
 
     def parsed(ddl: str):
         return spark.createDataFrame([], f"v {ddl}").schema[0].dataType

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from framework import jars, spark_lines
 from framework.config import Settings
 from framework.errors import SparkFeatureError, SparkVersionError
-from framework.spark import spark_session
-from framework.spark_lines import LINES, line_of
+from framework.spark import jars
+from framework.spark import lines as spark_lines
+from framework.spark.lines import LINES, line_of
+from framework.spark.session import spark_session
 from tests.databases import unavailable
 
 pytestmark = pytest.mark.compat
@@ -83,14 +84,14 @@ def test_the_hadoop_a_pyspark_ships_is_the_one_s3a_gets():
 
 
 def test_a_cluster_gets_the_jar_set_of_its_spark_version_for_spark_submit(tmp_path):
-    """``python -m framework.jars --spark 3.5.4 --into DIR`` (another line than this
+    """``python -m framework.spark.jars --spark 3.5.4 --into DIR`` (another line than this
     virtualenv's, most often): Delta 3.3 for Scala 2.12, S3A of Hadoop 3.3.4 with the AWS
     SDK it was built against, Iceberg's runtime for 3.5, and nothing every Spark ships."""
     if jars.shutil.which("mvn") is None:
         unavailable("mvn is not installed (the set-up's apt-get install maven)")
     (tmp_path / "jars").mkdir()
     (tmp_path / "jars" / "mine.jar").write_bytes(b"")  # a file of the user's, kept
-    done = subprocess.run([sys.executable, "-m", "framework.jars", "--spark", "3.5.4",
+    done = subprocess.run([sys.executable, "-m", "framework.spark.jars", "--spark", "3.5.4",
                            "--into", str(tmp_path / "jars")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     names = {path.rsplit("/", 1)[1] for path in done.stdout.strip().split(",")}
@@ -110,7 +111,7 @@ def test_installing_deltamark_brings_no_pyspark_of_its_own():
 
 
 def test_the_jar_command_refuses_an_unsupported_spark_in_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "framework.jars", "--spark", "3.3.2",
+    done = subprocess.run([sys.executable, "-m", "framework.spark.jars", "--spark", "3.3.2",
                            "--into", str(tmp_path / "jars")], capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [

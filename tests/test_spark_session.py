@@ -26,7 +26,7 @@ def test_session_defaults_suit_delta(spark):
 @pytest.mark.spark  # starts Spark in a process of its own
 def test_a_jvm_that_cannot_start_is_explained(tmp_path):
     code = ("from framework.config import Settings\n"
-            "from framework.spark import spark_session\n"
+            "from framework.spark.session import spark_session\n"
             "from framework.errors import SparkStartError\n"
             "try:\n    spark_session(Settings())\n"
             "except SparkStartError as e:\n    print('SparkStartError:', e)\n")
@@ -42,7 +42,7 @@ def test_a_jvm_that_cannot_start_is_explained(tmp_path):
 def test_workers_ignore_a_stale_pyspark_python(tmp_path):
     code = ("import sys\n"
             "from framework.config import Settings, SparkSettings\n"
-            "from framework.spark import spark_session\n"
+            "from framework.spark.session import spark_session\n"
             "from pyspark.sql import functions as F\n"
             "spark = spark_session(Settings(spark=SparkSettings(master='local[1]')))\n"
             "who = F.udf(lambda _: sys.executable, 'string')\n"
@@ -54,7 +54,7 @@ def test_workers_ignore_a_stale_pyspark_python(tmp_path):
 
 
 def test_absent_local_jars_are_left_out_with_a_warning(tmp_path, caplog):
-    from framework.spark import _present_jars
+    from framework.spark.session import _present_jars
 
     jar = tmp_path / "driver.jar"
     jar.write_bytes(b"")
@@ -69,9 +69,9 @@ def test_the_setup_jars_bring_delta_s3a_and_avro_and_nothing_pyspark_ships(spark
     one), the hadoop-aws of the Hadoop it ships, its spark-avro."""
     import pyspark
 
-    from framework import jars
     from framework.delta import native_available
-    from framework.spark_lines import spark_line
+    from framework.spark import jars
+    from framework.spark.lines import spark_line
 
     if not jars.installed():
         unavailable("Delta's, S3A's and Avro's jars are not installed (bash .ci/setup.sh "
@@ -102,7 +102,7 @@ def test_iceberg_catalogs_get_their_extensions_and_jdbc_drivers_where_iceberg_fi
         tmp_path):
     from framework.config import Settings, SparkSettings
     from framework.iceberg import EXTENSION
-    from framework.spark import DELTA_EXTENSION, session_conf
+    from framework.spark.session import DELTA_EXTENSION, session_conf
 
     delta, driver = tmp_path / "delta-spark_2.13-4.4.0.jar", tmp_path / "sqlite-jdbc.jar"
     delta.write_bytes(b"")

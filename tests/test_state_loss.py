@@ -8,10 +8,10 @@ import shutil
 import pytest
 from typer.testing import CliRunner
 
-from framework import admin
 from framework.cli import app
 from framework.delta import log
 from framework.errors import JobFailedError, RepairError, StateBehindTargetsError
+from framework.ops import admin
 
 
 def back_up(ws):

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from framework.cli import app
 from framework.delta import log
 from framework.errors import DeltamarkError, StateSchemaError
-from framework.state_io import MAINTENANCE_EVERY, open_store
+from framework.state.table_io import MAINTENANCE_EVERY, open_store
 from state_tables import store as store_module
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.rows import python_rows
@@ -528,7 +528,7 @@ def test_many_processes_committing_and_tidying_at_once_never_lose_or_double_a_ro
     root = str(tmp_path / "state")
     writer = (
         "import sys, datetime as dt\n"
-        "from framework.state_io import open_store\n"
+        "from framework.state.table_io import open_store\n"
         "from state_tables.model import Run\n"
         "store = open_store(sys.argv[1])\n"
         "for seq in range(1, 21):\n"
@@ -554,7 +554,8 @@ def test_an_append_falling_due_while_another_process_tidies_leaves_the_tidy_to_i
     rows = pa.table({"a": [1]})
     log.append_rows(path, rows, upkeep=upkeep)  # version 0
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom framework.lease import upkeep_lease\n"
+        [sys.executable, "-c",
+         "import sys, time\nfrom framework.storage.lease import upkeep_lease\n"
          "with upkeep_lease(sys.argv[1]) as mine:\n    print(mine, flush=True)\n"
          "    time.sleep(120)\n", path], stdout=subprocess.PIPE, text=True)
     try:
@@ -573,7 +574,7 @@ def _commit_turn_held(path: str, *, seconds: float) -> subprocess.Popen:
     """A process holding the table's commit turn for ``seconds`` (it holds it once this
     returns)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom framework.lease import commit_turn\n"
+        [sys.executable, "-c", "import sys, time\nfrom framework.storage.lease import commit_turn\n"
          "with commit_turn(sys.argv[1], 5):\n    print('held', flush=True)\n"
          "    time.sleep(float(sys.argv[2]))\n", path, str(seconds)],
         stdout=subprocess.PIPE, text=True)

@@ -16,9 +16,11 @@ import pytest
 from databases import unavailable
 from werkzeug.serving import make_server
 
-from framework import admin, humanize, load_settings
+from framework import load_settings
+from framework.common import humanize
+from framework.ops import admin
 from framework.server.client import start_server
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from framework.ui.app import create_app
 from framework.workflows import resume_workflow, run_workflow
 from jobs import orders_landing

@@ -8,11 +8,11 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from framework import watermarks as wm_module
 from framework.cli import app
 from framework.delta import delta_engine
 from framework.errors import JobFailedError
-from framework.watermarks import WatermarkNotFoundError, Watermarks
+from framework.state import watermarks as wm_module
+from framework.state.watermarks import WatermarkNotFoundError, Watermarks
 
 T = dt.datetime(2026, 3, 16, 15, 45)
 

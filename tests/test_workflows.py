@@ -19,8 +19,9 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.errors import ConfigError, JobFailedError, WorkflowError
-from framework.lease import lease_holder
-from framework.runner import run_job
+from framework.glue.script import script_job
+from framework.run.runner import run_job
+from framework.storage.lease import lease_holder
 from framework.workflows import (
     airflow_dag,
     load_workflow,
@@ -443,6 +444,7 @@ def test_a_glue_script_is_a_workflow_job_with_its_bookmarks(project):
     ws.land(rows=1)
     with pytest.raises(JobFailedError, match="get/put_workflow_run_properties outside a "
                                              "workflow: not supported"):
-        run_job(ws.settings, "copy_glue", script=script, args={
-            "landing": str(ws.landing), "target": str(target), "WORKFLOW_NAME": "glue_flow",
-            "WORKFLOW_RUN_ID": report.workflow_run_id})
+        args = {"landing": str(ws.landing), "target": str(target),
+                "WORKFLOW_NAME": "glue_flow", "WORKFLOW_RUN_ID": report.workflow_run_id}
+        run_job(ws.settings, "copy_glue", args=args,
+                spec=script_job(script, "copy_glue", args, catalog=ws.settings.catalog))

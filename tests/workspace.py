@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from framework import load_settings, run_job
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 
 SUPPORT = Path(__file__).with_name("support_jobs.py")
 

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from framework import humanize
-from framework.admin import no_state
+from framework.common import humanize
 from framework.config import Settings, load_settings
 from framework.errors import DeltamarkError
-from framework.state_io import settings_store
+from framework.ops.admin import no_state
+from framework.state.table_io import settings_store
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:

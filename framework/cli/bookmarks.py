@@ -5,9 +5,10 @@ from typing import Annotated, Any
 
 import typer
 
-from framework import admin, humanize
-from framework.admin import describe_bookmarks
 from framework.cli._common import library_errors, options, plain, render, zoned
+from framework.common import humanize
+from framework.ops import admin
+from framework.ops.admin import describe_bookmarks
 from framework.sinks.target import PrunedTarget
 from framework.sources.bookmark_codec import describe
 

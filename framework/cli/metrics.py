@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from framework import admin
 from framework.cli._common import library_errors, options
+from framework.ops import admin
 
 
 def metrics(
@@ -20,7 +20,7 @@ def metrics(
     """Print every job's Prometheus metrics, as deltamark ui serves them at /metrics: for
     a node exporter's text-file collector (from cron, for example: deltamark metrics -o
     /var/lib/node_exporter/deltamark.prom). No JVM."""
-    from framework.metrics import Metrics
+    from framework.ops.metrics import Metrics
 
     with library_errors(ctx):
         settings = options(ctx).settings()

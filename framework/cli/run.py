@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from framework import admin, humanize
 from framework.cli._common import library_errors, options
+from framework.common import humanize
 from framework.config import Settings
 from framework.errors import RunStopped
+from framework.ops import admin
 from framework.sources import files
 
 if TYPE_CHECKING:
-    from framework.runner import RunReport
+    from framework.run.runner import RunReport
 
 SHOWN_FILES = 20
 
@@ -70,10 +71,15 @@ def run(
         if cli.argv is not None and (code := _on_server(settings, cli.argv)) is not None:
             raise typer.Exit(code)
         from framework.cli.progress import run_progress
-        from framework.run_plan import WorkflowRun
-        from framework.runner import run_job  # Spark and the job's code: only here
+        from framework.run.plan import WorkflowRun
+        from framework.run.runner import run_job  # Spark and the job's code: only here
 
         properties = dict(key_value(p, "--run-property") for p in run_property or [])
+        spec = None
+        if script is not None:
+            from framework.glue.script import script_job
+
+            spec = script_job(script, job, args, catalog=settings.catalog)
         previous = signal.signal(signal.SIGTERM, _stop_run)
         try:
             # with --json, stdout is the report alone: what the job prints goes to stderr
@@ -81,7 +87,7 @@ def run(
                     contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
                 report = run_job(settings, job, bookmark=bookmark, bookmark_from=bookmark_from,
                                  bookmark_to=bookmark_to, args=args, dry_run=dry_run,
-                                 force=force, script=script,
+                                 force=force, spec=spec,
                                  workflow=WorkflowRun(workflow, workflow_run_id, properties))
         finally:
             signal.signal(signal.SIGTERM, previous)

@@ -4,7 +4,6 @@ from typing import Annotated, Any
 
 import typer
 
-from framework import admin, humanize
 from framework.cli._common import (
     SKIPPED_OPTION,
     Skipped,
@@ -13,6 +12,8 @@ from framework.cli._common import (
     render,
     zoned,
 )
+from framework.common import humanize
+from framework.ops import admin
 from state_tables.model import Run
 
 app = typer.Typer(help="Runs of jobs, from the runs state table.", no_args_is_help=True)

@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from framework import admin
 from framework.cli._common import library_errors, options
+from framework.ops import admin
 
 app = typer.Typer(help="The state tables themselves: repair, vacuum.", no_args_is_help=True)
 

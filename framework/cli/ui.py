@@ -5,8 +5,8 @@ from typing import Annotated
 
 import typer
 
-from framework import admin
 from framework.cli._common import library_errors, options
+from framework.ops import admin
 
 
 def ui(

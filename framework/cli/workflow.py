@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from framework import admin, humanize
 from framework.cli._common import (
     SKIPPED_OPTION,
     Skipped,
@@ -22,6 +21,8 @@ from framework.cli._common import (
     zoned,
 )
 from framework.cli.run import key_value
+from framework.common import humanize
+from framework.ops import admin
 from state_tables.model import WorkflowNode
 
 if TYPE_CHECKING:

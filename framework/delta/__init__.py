@@ -14,7 +14,7 @@ from framework.config import DeltaMode
 from framework.delta.filters import Filter, InvalidFilterError
 from framework.delta.log import AppTransaction, Commit
 from framework.errors import DeltaEngineUnavailableError
-from framework.spark_lines import LINES, spark_line
+from framework.spark.lines import LINES, spark_line
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -92,5 +92,5 @@ def _native_missing() -> str:
         "delta: native needs Delta's classes on the Spark session, and they are not there "
         "(io.delta.tables.DeltaTable not found, or spark.sql.extensions lacks "
         f"io.delta.sql.DeltaSparkSessionExtension). List {artifact}-{version}.jar and "
-        f"delta-storage-{version}.jar in spark.conf spark.jars (python -m framework.jars "
+        f"delta-storage-{version}.jar in spark.conf spark.jars (python -m framework.spark.jars "
         "resolves them), or set delta: embedded.")

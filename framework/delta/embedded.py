@@ -52,7 +52,7 @@ from framework.errors import (
     DeltaTableError,
     UnsupportedTableFeatureError,
 )
-from framework.spark import default_parallelism, is_connect, temporary_conf, to_arrow
+from framework.spark.session import default_parallelism, is_connect, temporary_conf, to_arrow
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

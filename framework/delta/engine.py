@@ -20,8 +20,8 @@ from framework.errors import (
     SchemaMismatchError,
     VersionNotFoundError,
 )
-from framework.spark import quoted
-from framework.spark_types import Conversion, same, sql_type, widens
+from framework.spark.session import quoted
+from framework.spark.types import Conversion, same, sql_type, widens
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -28,7 +28,7 @@ import pyarrow as pa
 from framework import storage
 from framework.delta.log import PHYSICAL_NAME, Snapshot
 from framework.errors import DeltaTableError, UnsupportedTableFeatureError
-from framework.spark import named_column
+from framework.spark.session import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -207,7 +207,7 @@ def _selected(spark: SparkSession, rows: DataFrame, files: Sequence[FileRead]) -
     it names."""
     from pyspark.sql import functions as F
 
-    from framework.spark import from_arrow
+    from framework.spark.session import from_arrow
 
     listed = [(i, f.indexes) for i, f in enumerate(files)
               if f.rows != "all" and f.indexes is not None and len(f.indexes)]

@@ -14,7 +14,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import DeltamarkError
-from framework.spark import quoted
+from framework.spark.session import quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

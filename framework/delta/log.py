@@ -40,8 +40,9 @@ from deltalake import (
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.transaction import AddAction, create_table_with_add_actions
 
-from framework import errors, lease, storage
+from framework import errors, storage
 from framework.config import STATE_COMMIT_TIMEOUT_SECONDS
+from framework.storage import lease
 from state_tables.rows import arrow_table, empty_rows, mask, python_rows
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from framework.delta.files import (
 )
 from framework.delta.log import AppTransaction, Snapshot
 from framework.errors import VersionNotFoundError
-from framework.spark import is_connect, quoted, temporary_conf
+from framework.spark.session import is_connect, quoted, temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -13,7 +13,7 @@ from framework.errors import GlueUnsupportedError
 
 if TYPE_CHECKING:
     from framework.config import CatalogTable
-    from framework.job import JobContext
+    from framework.run.job import JobContext
 
 __all__ = ["GlueRun", "active_run", "current_run"]
 

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueCatalogError
-from framework.spark import named_column, quoted, try_cast
-from framework.spark_types import CHOICE
+from framework.spark.session import named_column, quoted, try_cast
+from framework.spark.types import CHOICE
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

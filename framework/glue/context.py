@@ -17,7 +17,7 @@ from framework.glue.active_run import active_run
 from framework.glue.api import GlueApi
 from framework.glue.catalog import catalog_table
 from framework.glue.dynamicframe import DynamicFrame
-from framework.spark import temporary_conf
+from framework.spark.session import temporary_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -303,7 +303,7 @@ def _as_catalogued(df: DataFrame, table: str, columns: Mapping[str, str]) -> Dat
     ``columns`` (by position; choice types where values are not of theirs), else named
     as a crawler names them (trimmed, lower case), as text."""
     from framework.glue.choice import typed_by_catalog
-    from framework.spark import named_column
+    from framework.spark.session import named_column
 
     if columns:
         return typed_by_catalog(df, table, columns)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import GlueRulesetError
 from framework.glue.active_run import active_run
 from framework.glue.dynamicframe import DynamicFrame, DynamicFrameCollection
-from framework.job import job_run
+from framework.run.job import job_run
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
 from framework.glue.api import GlueApi
-from framework.spark import json_schema, named_column, try_cast
+from framework.spark.session import json_schema, named_column, try_cast
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from framework.errors import GlueUnsupportedError
-from framework.spark import is_connect, require_classic
+from framework.spark.session import is_connect, require_classic
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

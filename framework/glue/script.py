@@ -23,9 +23,9 @@ from framework.config import CatalogTable
 from framework.errors import JobError
 from framework.glue.active_run import GlueRun, current_run
 from framework.glue.environment import glue_environment
-from framework.job import IncrementalJob, JobContext, job_run
-from framework.job_config import JobSpec
-from framework.modes import BookmarkOptions
+from framework.run.job import IncrementalJob, JobContext, job_run
+from framework.run.modes import BookmarkOptions
+from framework.run.spec import JobSpec
 
 __all__ = ["script_job"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.errors import GlueUnsupportedError
-from framework.spark import default_parallelism, json_schema, named_column, quoted
+from framework.spark.session import default_parallelism, json_schema, named_column, quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

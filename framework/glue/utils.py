@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from framework.errors import BookmarkOptionError, GlueArgumentError
-from framework.modes import GLUE_FLAGS, BookmarkOptions
+from framework.run.modes import GLUE_FLAGS, BookmarkOptions
 
 __all__ = ["getResolvedOptions"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from framework.errors import GlueUnsupportedError
 from framework.glue.active_run import active_run
-from framework.job import JobContext, job_run
+from framework.run.job import JobContext, job_run
 
 __all__ = ["get_workflow_run_properties", "put_workflow_run_properties"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from framework.errors import DatabaseError
 from framework.jdbc.connection import Connection
 from framework.jdbc.database import Column, Database, shorten
-from framework.spark import is_connect
+from framework.spark.session import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

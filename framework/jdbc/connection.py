@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from framework.common.redaction import redact, remember_credentials, remember_secret
 from framework.config import SETTINGS_FILE, Settings, text_value
 from framework.errors import ConfigError, DatabaseError
-from framework.redaction import redact, remember_credentials, remember_secret
 
 __all__ = ["DRIVERS", "Connection", "resolve_connection", "settings_connections"]
 

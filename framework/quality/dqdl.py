@@ -49,7 +49,7 @@ from framework.quality.dqdl_syntax import (
     parse_nodes,
 )
 from framework.quality.rules import Rule, parse_rule
-from framework.spark import quoted
+from framework.spark.session import quoted
 
 __all__ = ["DQDL_RULE_TYPES", "DqdlError", "Ruleset", "metric_of", "parse_ruleset"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from framework.quality.rules import Rule
-from framework.spark import inheriting_threads, named_column
+from framework.spark.session import inheriting_threads, named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from framework.config import unknown_keys
 from framework.quality.regex import java_regex_problem
-from framework.spark import named_column
+from framework.spark.session import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

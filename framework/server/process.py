@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 #: server: it starts servers and sends them its commands)
 COMMANDS = "framework.cli"
 #: what every forked command would import: imported once, here
-PRELOAD = (COMMANDS, "framework.runner", "framework.spark", "framework.delta.native",
+PRELOAD = (COMMANDS, "framework.run.runner", "framework.spark.session", "framework.delta.native",
            "framework.delta.embedded", "framework.sources.files", "framework.sources.jdbc",
            "framework.sources.delta", "framework.sources.listed_reads", "framework.server.session",
            "pyspark.sql", "pyspark.sql.functions")
@@ -426,7 +426,7 @@ def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
     os.environ[ADDRESS_ENV] = str(address)
     sys.argv = ["deltamark", *request.argv]
     from framework.server import session
-    from framework.spark import sessions_from
+    from framework.spark.session import sessions_from
 
     sessions_from(session.session_in_server)
     code: int | str | None = 0
@@ -455,7 +455,7 @@ def _own_jvm(channel: socket.socket, settings: Settings, *, driver_memory: str |
     server's requests until the channel closes (stop Spark) or the JVM dies."""
     from pyspark import SparkContext
 
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     try:
         spark = spark_session(settings, app_name=f"deltamark server {os.getppid()}",

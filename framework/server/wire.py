@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 
 from framework.config import Settings
 from framework.errors import ServerError
-from framework.spark import session_conf
+from framework.spark.session import session_conf
 
 __all__ = ["ADDRESS_ENV", "CommandStatus", "Lines", "RunningServer", "ServerStatus", "key",
            "runtime_dir", "send", "socket_path"]

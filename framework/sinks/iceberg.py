@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Literal
 from framework import iceberg
 from framework.errors import IcebergError
 from framework.sinks.target import RestoredTarget, TargetRun, Written
-from framework.spark import quoted, temporary_conf
-from framework.spark_lines import at_least
-from framework.spark_types import same, sql_type, widens
+from framework.spark.lines import at_least
+from framework.spark.session import quoted, temporary_conf
+from framework.spark.types import same, sql_type, widens
 from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from framework.faults import crash_point
+from framework.common.faults import crash_point
 from framework.sinks.target import PrunedTarget, TargetRun, Written
-from framework.spark_lines import require
+from framework.spark.lines import require
 from framework.storage import filesystem
 from state_tables.model import RunOutput, RunRecord
 

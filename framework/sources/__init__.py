@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from framework import humanize
+from framework.common import humanize
 
 if TYPE_CHECKING:
     from framework.jdbc import Connection
@@ -30,7 +30,7 @@ KINDS = {"files": "framework.sources.files:FileState",
 
 class Bookmarks(Protocol):
     """A job's committed bookmarks, as a source plans from them
-    (``framework.bookmark_history.BookmarkHistory``)."""
+    (``framework.run.bookmarks.BookmarkHistory``)."""
 
     def files(self, context: str) -> Any:
         """A file context's bookmark with the files it tracks (``files.FileBookmark``)."""

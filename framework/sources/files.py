@@ -44,15 +44,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from framework import humanize
+from framework.common import humanize
 from framework.errors import one_line
 from framework.sources import Backlog, file_events, json_schema, malformed, schema_drift
 from framework.sources.bookmark_codec import encode
 from framework.sources.file_listing import Listing, list_found, list_roots
 from framework.sources.listed_reads import ListedFile, read_listed
-from framework.spark import is_connect, temporary_conf
-from framework.spark_lines import lacking, require
-from framework.spark_types import CHOICE
+from framework.spark.lines import lacking, require
+from framework.spark.session import is_connect, temporary_conf
+from framework.spark.types import CHOICE
 from framework.storage import filesystem
 from state_tables.rows import arrow_array, arrow_scalar
 
@@ -700,7 +700,7 @@ def read_files(spark: SparkSession, source: FileSource, plan: FilePlan, *,
         return FilesRead(empty, rescued_column=rescued_column)
     base_path = _base_path(source)
     if source.format == "avro" and not _spark_avro_available(spark):
-        require("Avro files without Spark's Avro jar (spark-avro; python -m framework.jars "
+        require("Avro files without Spark's Avro jar (spark-avro; python -m framework.spark.jars "
                 "adds it)", since="4.0")  # fastavro reads through a Python data source
         from framework.sources import avro
 

@@ -32,7 +32,7 @@ from framework.jdbc.connection import Connection
 from framework.jdbc.database import Column, Database, shorten
 from framework.jdbc.dbapi import python_connection
 from framework.sources import Backlog
-from framework.spark import default_parallelism
+from framework.spark.session import default_parallelism
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -463,7 +463,7 @@ class JdbcDescription(TypedDict):
 
 def description(connection: str, source: JdbcSource, plan: JdbcPlan
                 ) -> JdbcDescription | None:
-    """What planning the read again without Spark needs (``framework.preflight``), as plain
+    """What planning the read again without Spark needs (``framework.run.preflight``), as plain
     data; None for a read that re-reads rows (lookback) or a URL that may hold credentials.
     ``connection`` is the name (or URL) the job gave."""
     if (source.lookback is not None or not plan.columns

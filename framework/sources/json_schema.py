@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from framework.sources.listed_reads import ListedFile, read_each, read_listed
-from framework.spark import quoted
-from framework.spark_types import literal, sql_type
+from framework.spark.session import quoted
+from framework.spark.types import literal, sql_type
 from framework.storage import filesystem
 
 if TYPE_CHECKING:

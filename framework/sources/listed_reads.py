@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeVar, overload
 from urllib.parse import quote
 
-from framework.spark import default_parallelism, is_connect, temporary_conf
+from framework.spark.session import default_parallelism, is_connect, temporary_conf
 from framework.storage import is_local
 
 if TYPE_CHECKING:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from framework.sources.listed_reads import ListedFile, read_each
-from framework.spark import quoted
-from framework.spark_types import Conversion, Misfit, literal, same, sql_type, widens
+from framework.spark.session import quoted
+from framework.spark.types import Conversion, Misfit, literal, same, sql_type, widens
 from framework.storage import filesystem
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from framework.errors import TransformError
-from framework.spark import named_column
+from framework.spark.session import named_column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -3,7 +3,7 @@ scripts, and, when started with ``--allow-actions``, the admin actions of the CL
 
 Routes: ``/`` (every job and workflow), ``/jobs/JOB``, ``/workflows/NAME``, each also as
 ``/api/...`` JSON, ``/api/jobs/JOB/waiting`` (the input waiting, which ``/`` fetches for
-each job once shown), and ``/metrics`` for Prometheus (``framework.metrics``). Actions are
+each job once shown), and ``/metrics`` for Prometheus (``framework.ops.metrics``). Actions are
 POSTs: ``/jobs/JOB/rewind`` (after a preview of what ``--restore-targets`` would remove),
 ``/jobs/JOB/reset``, ``/runs/RUN_ID/abort``, ``/workflows/runs/ID/resume``. They need
 the token printed when the server starts: opening ``/?token=TOKEN`` stores it in a
@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, Response, abort, jsonify, redirect, render_template, request, url_for
 
-from framework import admin, humanize
+from framework.common import humanize
 from framework.config import Settings
 from framework.errors import DeltamarkError
-from framework.metrics import CONTENT_TYPE, Metrics
+from framework.ops import admin
+from framework.ops.metrics import CONTENT_TYPE, Metrics
 from framework.sources import bookmark_codec
 from framework.ui import pages
 
@@ -44,7 +45,7 @@ TOKEN_COOKIE = "deltamark_token"
 def create_app(settings: Settings, *, token: str | None = None,
                backlog_every: float = 60) -> Flask:
     """The app for ``settings``' state; actions only with a ``token``; ``/metrics`` plans
-    a job's input waiting again after ``backlog_every`` seconds (``framework.metrics``)."""
+    a job's input waiting again after ``backlog_every`` seconds (``framework.ops.metrics``)."""
     app = Flask(__name__, static_folder=str(Path(__file__).with_name("static")),
                 template_folder=str(Path(__file__).with_name("templates")))
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024

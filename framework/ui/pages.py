@@ -9,14 +9,16 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from framework import admin, humanize, preflight
-from framework.admin import bookmark_history
+from framework.common import humanize
 from framework.config import Settings
 from framework.errors import DeltamarkError
 from framework.jdbc import settings_connections
-from framework.job_config import job_names
-from framework.metrics import failures_in_a_row
-from framework.state_io import open_store
+from framework.ops import admin
+from framework.ops.admin import bookmark_history
+from framework.ops.metrics import failures_in_a_row
+from framework.run import preflight
+from framework.run.spec import job_names
+from framework.state.table_io import open_store
 from framework.workflows.definition import Workflow, load_workflow, workflow_names
 from framework.workflows.history import WorkflowRunSummary, workflow_runs
 from state_tables.model import Run
@@ -108,7 +110,7 @@ def job_page(settings: Settings, job: str, *, dq_run: str | None = None) -> dict
 
 def waiting(settings: Settings, job: str) -> dict[str, Any]:
     """The input waiting for ``job``: what each source its last run read has that its
-    bookmark has not seen, planned without Spark (``framework.preflight``)."""
+    bookmark has not seen, planned without Spark (``framework.run.preflight``)."""
     found = preflight.waiting(open_store(settings.state_root), job,
                               settings_connections(settings))
     said = "; ".join(f"{context}: {new}" for context, new in found.items()

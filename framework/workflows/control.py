@@ -2,7 +2,7 @@
 
 - **Slots** (Glue's MaxConcurrentRuns): a workflow run holds one of its workflow's
   ``max_concurrent_runs`` leases (``<state_root>/_leases/workflows/<name>.<slot>.lock``,
-  the job lease of ``framework.lease``) for as long as it runs, so a run beyond the limit
+  the job lease of ``framework.storage.lease``) for as long as it runs, so a run beyond the limit
   is refused, and a run whose process died frees its slot as a dead job's lease does.
 - **Stop requests** (Glue's StopWorkflowRun): ``deltamark workflow stop RUN_ID`` leaves a
   file (``<state_root>/_workflow_stops/<run_id>``) that the run's process looks for every
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from framework import storage
 from framework.config import Settings
 from framework.errors import ConcurrentRunError, WorkflowError
-from framework.lease import job_lease, lease_holder
+from framework.storage.lease import job_lease, lease_holder
 from framework.workflows.definition import Workflow
 
 __all__ = ["POLL_SECONDS", "clear_stop", "live_runs", "request_stop", "run_slot",

@@ -42,7 +42,7 @@ from typing import Any, Literal, get_args
 
 from framework.config import Settings, read_yaml, scalar_mapping, unknown_keys
 from framework.errors import ConfigError, WorkflowNotFoundError
-from framework.job_config import job_names
+from framework.run.spec import job_names
 
 __all__ = ["Condition", "JobState", "Trigger", "Workflow", "WorkflowJob", "load_workflow",
            "workflow_names"]

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Literal
 
 from framework.config import Settings
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from framework.workflows import control
 from framework.workflows.definition import load_workflow
 from state_tables.model import WorkflowNode

@@ -31,9 +31,9 @@ from typing import IO, Literal
 
 from framework.config import Settings
 from framework.errors import ServerError, WorkflowError
-from framework.lineage import Lineage, Parent, parent_env
+from framework.run.lineage import Lineage, Parent, parent_env
 from framework.server import CommandProcess, Launcher, launcher
-from framework.state_io import open_store, settings_store
+from framework.state.table_io import open_store, settings_store
 from framework.workflows import control
 from framework.workflows.definition import Trigger, Workflow, load_workflow
 from framework.workflows.history import WorkflowRunSummary, summarize

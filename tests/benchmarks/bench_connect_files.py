@@ -19,7 +19,7 @@ from tests.benchmarks.bench_incremental_files import report, scenario
 
 def main() -> None:
     from framework.config import Settings, SparkSettings
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
     from tests.connect import ConnectServer
 
     sizes = [int(n) for n in os.environ.get("DELTAMARK_BENCH_CONNECT_FILES", "10000").split(",")]

@@ -34,7 +34,7 @@ def main() -> None:
     from framework.config import Settings, SparkSettings
     from framework.delta import delta_engine, native_available
     from framework.delta.log import table_version
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     rows = int(os.environ.get("DELTAMARK_BENCH_CHANGED_ROWS", 5_000_000))
     # the upstream MERGE of millions of rows runs short of Spark's default 1g heap

@@ -39,7 +39,7 @@ def main() -> None:
 
     from framework.config import Settings, SparkSettings
     from framework.delta import delta_engine, native_available
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     rows = int(os.environ.get("DELTAMARK_BENCH_ROWS", 10_000_000))
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))

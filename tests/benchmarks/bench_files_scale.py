@@ -78,10 +78,10 @@ def commit(store, run_seq: int, files: list[tuple[str, int, int]], state) -> Non
 def plan(root: str, state_root: str, listing: str):
     """The bookmark's state read, the listing and the plan, as a run makes them (each
     run a new process: nothing cached from an earlier one)."""
-    from framework.bookmark_history import BookmarkHistory
     from framework.delta import log
+    from framework.run.bookmarks import BookmarkHistory
     from framework.sources.files import list_files, plan_files
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     log._read_file.cache_clear()
     log._LATEST.clear()
@@ -123,7 +123,7 @@ def main() -> None:
     from framework.sources import json_schema
     from framework.sources.files import FileState
     from framework.sources.listed_reads import ListedFile
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     processed = int(os.environ.get("DELTAMARK_BENCH_SCALE_FILES", "1000000"))
     per_hour = max(processed // 1000, 1)

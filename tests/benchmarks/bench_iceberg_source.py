@@ -40,8 +40,8 @@ def orders(spark, start: int, count: int):
 def main() -> None:
     from framework import load_settings, run_job
     from framework.config import Settings, SparkSettings
-    from framework.spark import spark_session
-    from framework.spark_lines import spark_line
+    from framework.spark.lines import spark_line
+    from framework.spark.session import spark_session
 
     line = spark_line()
     if line.iceberg is None:

@@ -132,7 +132,7 @@ def scenario(spark, conf: Path, root: str, processed: int,
 
 def main() -> None:
     from framework.config import Settings, SparkSettings
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     sizes = [int(n) for n in os.environ.get("DELTAMARK_BENCH_FILES", "10000,50000").split(",")]
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))

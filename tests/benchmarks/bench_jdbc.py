@@ -108,7 +108,7 @@ def main() -> None:
     import pytest
 
     from framework.config import Settings, SparkSettings
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
     from tests.databases import JARS, PostgresServer
 
     total = int(os.environ.get("DELTAMARK_BENCH_JDBC_ROWS", "5000000"))

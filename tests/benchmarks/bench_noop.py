@@ -49,7 +49,7 @@ def stream(landing: str, checkpoint: str, target: str) -> None:
 
     from framework.config import Settings, SparkSettings
     from framework.delta import AppTransaction, delta_engine
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
     from jobs.orders_ingest import ORDER_SCHEMA
 
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
@@ -134,7 +134,7 @@ def main() -> None:
                 seconds, _, used = _process(command)
                 samples["read-only"].append(seconds)
                 cpu["read-only"].append(used)
-        from framework.state_io import open_store
+        from framework.state.table_io import open_store
 
         runs = open_store(scratch / "state").runs("ingest")
         statuses = [r.status for r in runs]

@@ -75,7 +75,7 @@ def main() -> None:
     from framework import load_settings, run_job
     from framework.config import Settings, SparkSettings
     from framework.delta import delta_engine
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     count = int(os.environ.get("DELTAMARK_BENCH_QUALITY_ROWS", "5000000"))
     spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))

@@ -81,7 +81,7 @@ def _write_all(engine, tables: dict, root: Path) -> float:
 def main() -> None:
     from framework.config import Settings, SparkSettings
     from framework.delta import delta_engine
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
     from framework.transforms import relationalize
 
     count = int(os.environ.get("DELTAMARK_BENCH_DOCUMENTS", "1000000"))

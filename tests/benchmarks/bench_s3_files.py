@@ -55,7 +55,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="deltamark-bench-s3-"))
     try:
         from framework.config import Settings, SparkSettings
-        from framework.spark import spark_session
+        from framework.spark.session import spark_session
 
         spark = spark_session(Settings(spark=SparkSettings(master="local[*]")))
         spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")

@@ -74,9 +74,9 @@ def seed(conf_dir: str, skips: str) -> None:
     import uuid
 
     from framework import load_settings, run_job
-    from framework.job_config import load_job
-    from framework.preflight import fingerprint
-    from framework.state_io import open_store
+    from framework.run.preflight import fingerprint
+    from framework.run.spec import load_job
+    from framework.state.table_io import open_store
 
     settings = load_settings(conf_dir=conf_dir)
     assert run_job(settings, "skip_1").status == "succeeded"
@@ -133,7 +133,7 @@ def wave(command: list[str], jobs: list[str], crashed: str | None, out: Path
 
 def recorded_skips(state_root: str) -> int:
     """The skipped runs the state holds."""
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
 
     return sum(r.status == "skipped" for r in open_store(state_root).runs())
 
@@ -141,7 +141,7 @@ def recorded_skips(state_root: str) -> int:
 def doubled_rows(state_root: str) -> dict[str, int]:
     """Each state table's rows that repeat another row exactly."""
     from framework.delta import log
-    from framework.state_io import open_store
+    from framework.state.table_io import open_store
     from state_tables.schemas import TABLES
 
     store = open_store(state_root)

@@ -28,7 +28,7 @@ import time
 
 from framework import storage
 from framework.delta import log
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.store import StateStore
 

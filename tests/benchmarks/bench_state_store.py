@@ -17,7 +17,7 @@ import time
 import pyarrow as pa
 
 from framework.delta import log
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from state_tables.model import Bookmark, Run
 from state_tables.schemas import BOOKMARKS, RUNS
 from state_tables.store import StateStore, _bookmark_row, _run_row

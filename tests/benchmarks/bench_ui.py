@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from framework.config import load_settings
 from framework.delta import log
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from framework.ui.app import create_app
 from state_tables.model import Bookmark, DqResult, Run, WorkflowNode
 from state_tables.schemas import BOOKMARKS, DQ_RESULTS, RUNS, WORKFLOW_RUNS

@@ -34,7 +34,7 @@ ENVIRONMENT = {**os.environ, "DELTAMARK_STATE_ROOT": "data/state"}
 
 def main() -> None:
     from framework import load_settings, run_job
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
     from jobs.orders_landing import land
 
     orders = int(os.environ.get("DELTAMARK_BENCH_WORKFLOW_ORDERS", 1000))

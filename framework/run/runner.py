@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import time
 import uuid
 from collections import defaultdict
@@ -35,10 +34,10 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from framework import preflight
+from framework.common.faults import crash_point
+from framework.common.redaction import redact, redact_values
 from framework.config import Settings
 from framework.errors import (
     BookmarkOptionError,
@@ -47,23 +46,22 @@ from framework.errors import (
     JobFailedError,
     one_line,
 )
-from framework.faults import crash_point
 from framework.jdbc import settings_connections
-from framework.job_config import JobSpec, load_job
-from framework.lease import job_lease
-from framework.modes import BookmarkOptions
-from framework.redaction import redact, redact_values
-from framework.run_plan import PinnedRead, RunIdentity, WorkflowRun
-from framework.sources.bookmark_codec import decode
-from framework.sources.files import ListedFile
-from framework.sources.listed_reads import release_manifests
-from framework.state_io import settings_store
-from framework.target_runs import (
+from framework.run import preflight
+from framework.run.modes import BookmarkOptions
+from framework.run.plan import PinnedRead, RunIdentity, WorkflowRun
+from framework.run.spec import JobSpec, load_job
+from framework.run.targets import (
     attempted_targets,
     check_state_knows,
     discard_unlanded,
     landed_targets,
 )
+from framework.sources.bookmark_codec import decode
+from framework.sources.files import ListedFile
+from framework.sources.listed_reads import release_manifests
+from framework.state.table_io import settings_store
+from framework.storage.lease import job_lease
 from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, RunStatus, Watermark
 from state_tables.store import StateStore
 
@@ -71,9 +69,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from framework.delta import DeltaEngine
-    from framework.job import JobContext
-    from framework.job_run import Connections, JobRun
-    from framework.lineage import RunEvents
+    from framework.run.job import JobContext
+    from framework.run.job_run import Connections, JobRun
+    from framework.run.lineage import RunEvents
 
 __all__ = ["Recovery", "RunReport", "run_job"]
 
@@ -130,12 +128,12 @@ def run_job(
     dry_run: bool = False,
     force: bool = False,
     spark: SparkSession | None = None,
-    script: str | os.PathLike[str] | None = None,
+    spec: JobSpec | None = None,
     workflow: WorkflowRun | None = None,
 ) -> RunReport:
     """Run ``job`` once (first recovering an interrupted earlier run), unless it has nothing
     new to read: then the run is recorded as ``skipped`` before Spark starts
-    (``framework.preflight``). Example::
+    (``framework.run.preflight``). Example::
 
         from framework import load_settings, run_job
 
@@ -143,9 +141,9 @@ def run_job(
         print(report.status, report.inputs)  # succeeded {'orders_src': {'files': 3, ...}}
 
     Args:
-        script: run this AWS Glue script as the job ``job`` (``framework.glue``); its
-            bookmark mode and range come from Glue's arguments in ``args``
-            (``job-bookmark-option``, default disable; ``job-bookmark-from`` / ``-to``).
+        spec: the job to run, where it is not ``job``'s conf: an AWS Glue script's
+            (``framework.glue.script.script_job``, its bookmark mode from Glue's
+            arguments; ``job-bookmark-from`` / ``-to`` in ``args`` bound a pause).
         bookmark: enable | disable | pause (Glue's names too); default: the job's conf.
         bookmark_from, bookmark_to: run ids bounding a pause (both or neither).
         args: override the job's params.
@@ -162,12 +160,9 @@ def run_job(
         JobFailedError: the job (or the replay of an interrupted run) raised.
     """
     started = time.perf_counter()
-    if script is None:
+    if spec is None:
         spec = load_job(settings, job)
-    else:
-        from framework.glue.script import script_job
-
-        spec = script_job(Path(script), job, args or {}, catalog=settings.catalog)
+    else:  # a Glue script's: Glue's arguments bound a pause
         bookmark_from = bookmark_from or (args or {}).get("job-bookmark-from")
         bookmark_to = bookmark_to or (args or {}).get("job-bookmark-to")
     options = BookmarkOptions.parse(job, bookmark or spec.bookmark, from_run=bookmark_from,
@@ -190,7 +185,7 @@ def run_job(
                          dry_run=dry_run, started=started)
         logger.info("%s: %s: starting the run", job, ahead.reason)
         _ = spec.job_class  # the job's module, imported now: an error before Spark starts
-        from framework.lineage import RunEvents  # a run's modules: not a skip's
+        from framework.run.lineage import RunEvents  # a run's modules: not a skip's
 
         last = store.last_run(job)
         if last is not None:
@@ -261,9 +256,9 @@ def _execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
               status="running", mode=options.mode, started_at=datetime.now(UTC),
               attempt=identity.attempt, arguments=_arguments(params, options),
               recovery=recovery, fingerprint=fingerprint)
-    from framework.job import JobContext
-    from framework.job_run import JobRun
-    from framework.lineage import RunEvents
+    from framework.run.job import JobContext
+    from framework.run.job_run import JobRun
+    from framework.run.lineage import RunEvents
 
     steps = None if dry_run else _Steps(store, run, events or RunEvents())
     job_run = JobRun(spark=spark, run=identity, bookmark=options, store=store, engine=engine,
@@ -417,7 +412,7 @@ def _recover(spec: JobSpec, last: Run | None, store: StateStore, spark: SparkSes
 
 
 def _session(settings: Settings, spec: JobSpec, conf: Mapping[str, str]) -> SparkSession:
-    from framework.spark import spark_session
+    from framework.spark.session import spark_session
 
     return spark_session(settings, app_name=f"deltamark {spec.name}", conf=conf)
 

@@ -1,6 +1,6 @@
 """The watermark API people use with DynamoDB, backed by a Delta table instead.
 
-    from framework.watermarks import Watermarks
+    from framework.state.watermarks import Watermarks
 
     wm = Watermarks(table_name="glue-watermarks")
     item = wm.create_watermark_item(job_id=job, run_id=run,

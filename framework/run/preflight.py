@@ -33,11 +33,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from framework import __version__
-from framework.bookmark_history import BookmarkHistory
+from framework.common.version import __version__
 from framework.config import Settings
 from framework.errors import DeltamarkError
-from framework.job_config import JobSpec
+from framework.run.bookmarks import BookmarkHistory
+from framework.run.spec import JobSpec
 from framework.sources import Backlog, source_kind
 from state_tables.model import Run
 from state_tables.store import StateStore

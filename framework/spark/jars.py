@@ -1,12 +1,12 @@
 """Delta's, S3A's, Avro's and Iceberg's jars for a Spark line: resolved from Maven, put on
 sessions.
 
-``python -m framework.jars`` (run by ``.ci/setup.sh``) resolves, with ``mvn``, the jars made
-for the installed pyspark's line (``framework.spark_lines``) into the virtualenv's
+``python -m framework.spark.jars`` (run by ``.ci/setup.sh``) resolves, with ``mvn``, the jars made
+for the installed pyspark's line (``framework.spark.lines``) into the virtualenv's
 ``share/deltamark/jars``, once per jar set, leaving out every artifact pyspark already ships
 (its Hadoop, Jackson, Scala, ...). Spark never downloads a jar when a session starts (no
 ``spark.jars.packages``, no Ivy). A cluster that has its own Spark takes the set of its
-version from ``python -m framework.jars --spark 3.5.4 --into jars/`` (for ``--jars``).
+version from ``python -m framework.spark.jars --spark 3.5.4 --into jars/`` (for ``--jars``).
 
 Without Maven the set-up says so and carries on: sessions then have no Delta classes and
 deltamark uses the embedded Delta path, as ``delta: auto`` allows.
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from framework.errors import SparkVersionError
-from framework.spark_lines import SparkLine, installed_version, line_of, spark_line
+from framework.spark.lines import SparkLine, installed_version, line_of, spark_line
 
 __all__ = ["class_path", "installed", "pom", "resolve"]
 
@@ -47,7 +47,7 @@ def pom(line: SparkLine, *, hadoop: str | None = None) -> str:
     iceberg = "" if line.iceberg is None else "\n" + _dependency("org.apache.iceberg",
                                                                  *line.iceberg)
     return f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- The jars deltamark adds to Spark {line.name} (framework/jars.py) -->
+<!-- The jars deltamark adds to Spark {line.name} (framework/spark/jars.py) -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>deltamark</groupId>
@@ -169,7 +169,7 @@ def _marker(pom_text: str) -> str:
 
 def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m framework.jars",
+        prog="python -m framework.spark.jars",
         description="Resolve the jars deltamark adds to Spark (Delta, S3A, Avro, Iceberg) "
                     "with mvn: for the installed pyspark into the virtualenv, or for the Spark "
                     "version of a cluster (--spark) into a directory (--into).")

@@ -1,13 +1,13 @@
 """The SparkSession factory.
 
 deltamark never sets ``spark.jars.packages`` (Ivy at session start). Delta's, S3A's and
-Avro's jars come from the set-up (``framework.jars``, resolved from Maven into the
+Avro's jars come from the set-up (``framework.spark.jars``, resolved from Maven into the
 virtualenv) and are put on the driver's and executors' class path; a user whose cluster
 ships its own Delta jars names them in ``spark.jars`` and deltamark adds none. Delta's SQL
 extension and catalog are configured whenever a delta-spark jar is on the session, and
 Iceberg's SQL extensions whenever the conf names an Iceberg catalog.
 
-A local JVM also gets what the set-up prepared (``framework.local_jvm``): a local file
+A local JVM also gets what the set-up prepared (``framework.spark.local_jvm``): a local file
 system that sets permissions without chmod processes, and an archive of Spark's classes.
 
 A command that a deltamark server forked (``framework.server``) starts no JVM: the server
@@ -27,10 +27,11 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from framework import iceberg, jars, local_jvm, storage
+from framework import iceberg, storage
 from framework.config import Settings
 from framework.errors import SparkFeatureError, SparkStartError, one_line
-from framework.spark_lines import at_least, spark_line
+from framework.spark import jars, local_jvm
+from framework.spark.lines import at_least, spark_line
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -1,5 +1,5 @@
-"""The set-up of the local JVM extras that ``framework.local_jvm`` describes:
-``python -m framework.local_jvm_setup`` (run by ``.ci/setup.sh``) compiles the local file
+"""The set-up of the local JVM extras that ``framework.spark.local_jvm`` describes:
+``python -m framework.setup.local_jvm`` (run by ``.ci/setup.sh``) compiles the local file
 system and writes the class archive, each once.
 """
 
@@ -17,14 +17,14 @@ from pyspark import SparkContext
 from framework.config import Settings
 from framework.delta import delta_engine
 from framework.errors import SparkStartError
-from framework.local_jvm import (
+from framework.spark.local_jvm import (
     FILE_SYSTEM_SOURCE,
     add_java_option,
     class_archive,
     file_system_jar,
     java_tool,
 )
-from framework.spark import session_conf, spark_session, to_arrow
+from framework.spark.session import session_conf, spark_session, to_arrow
 
 __all__ = ["build_file_system_jar", "write_class_archive"]
 
@@ -67,7 +67,7 @@ def write_class_archive() -> Path | None:
         return archive
     if SparkContext._gateway is not None:
         raise SparkStartError("the class archive is written by a JVM of its own: run "
-                              "python -m framework.local_jvm in a process without Spark")
+                              "python -m framework.spark.local_jvm in a process without Spark")
 
     def record(partial: Path) -> None:
         java_options: dict[str, str] = {}
@@ -115,7 +115,7 @@ def _zip(classes: Path, jar: Path) -> None:
             archive.write(file, file.relative_to(classes).as_posix())
 
 
-if __name__ == "__main__":  # the set-up: python -m framework.local_jvm_setup
+if __name__ == "__main__":  # the set-up: python -m framework.setup.local_jvm
     try:
         jar = build_file_system_jar()
         print(f"local file system: {jar}" if jar else

@@ -1,7 +1,7 @@
 """A job's committed bookmarks, as its sources plan from them.
 
 Used by a run's sources (``JobContext``) and, before Spark starts, by the preflight that
-decides whether there is anything new (``framework.preflight``): both see the same state.
+decides whether there is anything new (``framework.run.preflight``): both see the same state.
 """
 
 from __future__ import annotations

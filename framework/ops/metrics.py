@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from framework import preflight
 from framework.config import Settings
 from framework.jdbc import settings_connections
-from framework.job_config import job_names
+from framework.run import preflight
+from framework.run.spec import job_names
 from framework.sinks import written
 from framework.sources import Backlog
-from framework.state_io import open_store
+from framework.state.table_io import open_store
 from state_tables.model import Run
 from state_tables.store import StateStore
 

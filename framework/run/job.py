@@ -10,7 +10,7 @@
 
 Sources pin what they read against the bookmark when they are called. The runner records
 that plan before each target commits and makes it count once the run succeeds (the commit
-protocol in ``framework.runner``).
+protocol in ``framework.run.runner``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from framework.job_run import JobRun
+    from framework.run.job_run import JobRun
 
 __all__ = ["IncrementalJob", "JobContext", "job_run"]
 

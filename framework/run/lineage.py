@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
-from framework import __version__, humanize, storage
+from framework import storage
+from framework.common import humanize
+from framework.common.version import __version__
 from framework.config import Settings
 from framework.errors import one_line
 from framework.sinks import written

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from framework.spark import quoted
+from framework.spark.session import quoted
 
 if TYPE_CHECKING:
     from pyspark.sql.types import DataType, StructType

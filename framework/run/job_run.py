@@ -2,7 +2,7 @@
 its target writes and what each was written with, the database rows it staged, its
 data-quality gate, the properties it publishes. The runner owns it (and calls the commit
 protocol's steps through ``TargetWriteHooks``); the Glue layer reaches it with
-``framework.job.job_run``. Job code never does.
+``framework.run.job.job_run``. Job code never does.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-from framework import humanize, iceberg
-from framework.bookmark_history import BookmarkHistory
+from framework import iceberg
+from framework.common import humanize
+from framework.common.faults import crash_point
 from framework.config import text_value
 from framework.delta import (
     AppTransaction,
@@ -26,12 +27,13 @@ from framework.delta import (
     WriteResult,
 )
 from framework.errors import DatabaseError, IcebergError, JobError, SourceError, one_line
-from framework.faults import crash_point
 from framework.jdbc import Connection
-from framework.lineage import Dataset, RunDatasets
-from framework.modes import BookmarkOptions
 from framework.quality.policy import RunChecks
-from framework.run_plan import RunIdentity, RunPlan, SourceRead
+from framework.run.bookmarks import BookmarkHistory
+from framework.run.lineage import Dataset, RunDatasets
+from framework.run.modes import BookmarkOptions
+from framework.run.plan import RunIdentity, RunPlan, SourceRead
+from framework.run.targets import RunOutputs, check_target_write
 from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
@@ -41,8 +43,8 @@ from framework.sources import files, jdbc, malformed, schema_drift
 from framework.sources import iceberg as iceberg_source
 from framework.sources.bookmark_codec import encode
 from framework.sources.files import FileBookmark, FilePlan
-from framework.spark import named_column
-from framework.target_runs import RunOutputs, check_target_write
+from framework.spark.lines import require_iceberg_runtime
+from framework.spark.session import named_column
 from state_tables.model import DqResult, RunOutput, Watermark
 from state_tables.store import StateStore
 
@@ -59,7 +61,7 @@ Connections = Callable[[str], Connection]
 
 
 class TargetWriteHooks(Protocol):
-    """The commit protocol's steps around each target write (see ``framework.runner``)."""
+    """The commit protocol's steps around each target write (see ``framework.run.runner``)."""
 
     def before_target_write(self, run: JobRun) -> Callable[[], object]:
         """Start recording the run's plan so far; the returned callable waits until it is
@@ -242,7 +244,7 @@ class JobRun:
                      changes: bool, keys: Sequence[str],
                      expired: iceberg_source.Expired) -> DataFrame:
         """``JobContext.read_iceberg``."""
-        iceberg.require_runtime()
+        require_iceberg_runtime()
         context = self.plan.context(transformation_ctx, bookmark, f"read_iceberg({table!r})")
         try:
             plan = self.plan.plan(
@@ -364,7 +366,7 @@ class JobRun:
                       keys: Sequence[str], merge_schema: bool, checks: str | None
                       ) -> WriteResult:
         """``JobContext.write_iceberg``."""
-        iceberg.require_runtime()
+        require_iceberg_runtime()
         iceberg.split_name(table)  # a table of no configured catalog: before any check runs
         self._datasets.outputs[table] = Dataset.in_catalog(table, df.schema)
         return self._checked_write(df, table, mode, checks, functools.partial(

@@ -1,6 +1,6 @@
 """What the set-up prepares for local Spark JVMs, and how a local session uses it.
 
-``python -m framework.local_jvm_setup`` (run by ``.ci/setup.sh``) writes two files into the
+``python -m framework.setup.local_jvm`` (run by ``.ci/setup.sh``) writes two files into the
 virtualenv's ``share/deltamark``. A local session uses each one that exists; Spark works
 without them, only slower:
 

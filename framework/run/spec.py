@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from framework.config import Settings, read_yaml, scalar_mapping, unknown_keys
 from framework.errors import ConfigError, JobError, JobNotFoundError
-from framework.modes import BookmarkMode
+from framework.run.modes import BookmarkMode
 
 if TYPE_CHECKING:
-    from framework.job import IncrementalJob
     from framework.quality import RuleSet
+    from framework.run.job import IncrementalJob
 
 __all__ = ["JobSpec", "job_names", "load_job"]
 
@@ -52,7 +52,7 @@ class JobSpec:
     description: str = ""
     #: data-quality rule sets by name, for ``ctx.write_delta(..., checks=NAME)``
     checks: Mapping[str, RuleSet] = field(default_factory=dict)
-    #: a run that finds nothing new before Spark starts is skipped (``framework.preflight``)
+    #: a run that finds nothing new before Spark starts is skipped (``framework.run.preflight``)
     skip_when_nothing_new: bool = True
     #: the modules of the job's code that Spark's Python workers get by value (a module
     #: loaded from a file, or the project's own): ``send_by_value`` before Spark runs it
@@ -157,7 +157,7 @@ class _ClassRef:
         Raises:
             ConfigError: as ``JobSpec.job_class``.
         """
-        from framework.job import IncrementalJob
+        from framework.run.job import IncrementalJob
 
         where = self.ref.rpartition(":")[0]
         try:

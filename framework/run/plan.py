@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from framework.bookmark_history import BookmarkHistory
 from framework.errors import JobError, MissingContextError
-from framework.modes import BookmarkOptions
+from framework.run.bookmarks import BookmarkHistory
+from framework.run.modes import BookmarkOptions
+from framework.run.targets import run_record
 from framework.sources import files
 from framework.sources.bookmark_codec import BookmarkState, encode
-from framework.target_runs import run_record
 from state_tables.model import Bookmark, ProcessedFile, RunRecord, Watermark
 
 __all__ = ["PinnedRead", "RunIdentity", "RunPlan", "SourceRead", "WorkflowRun"]
@@ -40,7 +40,7 @@ class SourceRead:
     set_aside: tuple[files.SetAside, ...] = ()
     #: rows read in earlier runs are read again (a lookback): appending them duplicates
     rereads: bool = False
-    #: how to plan this source again without Spark (``framework.preflight``); None: it
+    #: how to plan this source again without Spark (``framework.run.preflight``); None: it
     #: cannot be, and the job's next run always starts Spark
     description: Mapping[str, Any] | None = None
     #: the plan reads nothing (no file, no version, no row)

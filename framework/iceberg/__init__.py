@@ -25,15 +25,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from framework import storage
-from framework.errors import IcebergError, MissingExtraError, SparkFeatureError
-from framework.spark_lines import LINES, installed_version, line_of
+from framework.errors import IcebergError, MissingExtraError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
 __all__ = ["CATALOG_CLASSES", "EXTENSION", "MARK_PREFIX", "RUNTIME", "Snapshot", "configure",
-           "current", "exists", "history", "is_catalog", "names_table", "require_runtime",
+           "current", "exists", "history", "is_catalog", "names_table",
            "split_name"]
 
 #: the Spark catalog classes of Iceberg
@@ -104,19 +103,6 @@ def is_catalog(conf: Mapping[str, str], *, of_type: str | None = None) -> bool:
 def _type(conf: Mapping[str, str], prefix: str) -> str:
     """The type of the catalog whose properties start with ``prefix``."""
     return conf.get(f"{prefix}type") or _type_of_impl(conf.get(f"{prefix}catalog-impl", ""))
-
-
-def require_runtime() -> None:
-    """Refuse Iceberg tables on a Spark line Iceberg has no Spark runtime for.
-
-    Raises:
-        SparkFeatureError: in one line naming the lines that have one.
-    """
-    version = installed_version()
-    if version is not None and line_of(version).iceberg is None:
-        lines = ", ".join(name for name, line in LINES.items() if line.iceberg)
-        raise SparkFeatureError(f"Iceberg tables: Iceberg has no Spark runtime for Spark "
-                                f"{version}; they need Spark {lines}")
 
 
 def names_table(key: str) -> bool:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from framework.errors import SparkFeatureError, SparkVersionError
 
 __all__ = ["LINES", "SUPPORTED", "SparkLine", "at_least", "installed_version", "lacking",
-           "line_of", "require", "spark_line"]
+           "line_of", "require", "require_iceberg_runtime", "spark_line"]
 
 
 @dataclass(frozen=True)
@@ -129,3 +129,16 @@ def require(feature: str, *, since: str) -> None:
 
 def _numbers(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", version)[:3])
+
+
+def require_iceberg_runtime() -> None:
+    """Refuse Iceberg tables on a Spark line Iceberg has no Spark runtime for.
+
+    Raises:
+        SparkFeatureError: in one line naming the lines that have one.
+    """
+    version = installed_version()
+    if version is not None and line_of(version).iceberg is None:
+        lines = ", ".join(name for name, line in LINES.items() if line.iceberg)
+        raise SparkFeatureError(f"Iceberg tables: Iceberg has no Spark runtime for Spark "
+                                f"{version}; they need Spark {lines}")

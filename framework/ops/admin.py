@@ -27,13 +27,13 @@ from framework.errors import (
     RunStateError,
     WorkflowNotFoundError,
 )
-from framework.lease import job_lease
+from framework.run.targets import discard_unlanded, landed_targets, runs_in
 from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
 from framework.sources import files
-from framework.state_io import open_store, settings_store
-from framework.target_runs import discard_unlanded, landed_targets, runs_in
+from framework.state.table_io import open_store, settings_store
+from framework.storage.lease import job_lease
 from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, Watermark
 from state_tables.store import StateStore
 
@@ -86,7 +86,7 @@ def require_job(settings: Settings, job: str) -> None:
     Raises:
         JobNotFoundError: neither; it lists the jobs known.
     """
-    from framework.job_config import job_names
+    from framework.run.spec import job_names
 
     store = open_store(settings.state_root)
     declared = job_names(settings)
@@ -224,7 +224,7 @@ def _restore_targets(settings: Settings, job: str, run: Run, runs: Sequence[Run]
             job, f"not restoring the targets since run {run.run_id}: {'; '.join(blockers)}. "
             "Nothing was changed; restore them by hand, or rewind without --restore-targets.")
     if any(iceberg_sink.is_output(written[key]) for key in written):
-        from framework.spark import spark_session
+        from framework.spark.session import spark_session
 
         spark_session(settings)
     return [restored for t in targets
