@@ -14,6 +14,9 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.delta import log
+from framework.delta.log import read as log_read
+from framework.delta.log import table as log_table
+from framework.delta.log import upkeep as log_upkeep
 from framework.errors import DeltamarkError, StateSchemaError
 from framework.state.table_io import MAINTENANCE_EVERY, open_store
 from state_tables import store as store_module
@@ -292,13 +295,13 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
     for seq in range(1, 9):
         plain.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
     plain.tidy()
-    [old_runs] = log._open(plain.path(BOOKMARKS)).file_uris()
+    [old_runs] = log_table._open(plain.path(BOOKMARKS)).file_uris()
     for seq in range(9, 13):
         plain.record_run(run("a", seq), bookmarks=[mark("a", "src", seq, n=seq)])
     log.forget_open_tables()
     opened = []
-    read_file = log._read_file
-    monkeypatch.setattr(log, "_read_file", lambda uri, schema: opened.append(uri)
+    read_file = log_read._read_file
+    monkeypatch.setattr(log_read, "_read_file", lambda uri, schema: opened.append(uri)
                         or read_file(uri, schema))
     history = plain.histories("a", context="src")["src"]
     assert history.current.state == {"n": 12} and old_runs not in opened
@@ -396,8 +399,8 @@ def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_pat
     for first in (1, 11, 21):
         log.append_rows(path, pa.table({"job": ["a"] * 10, "seq": range(first, first + 10)}))
     opened = []
-    read_file = log._read_file
-    log._read_file = lambda uri, schema: opened.append(uri) or read_file(uri, schema)
+    read_file = log_read._read_file
+    log_read._read_file = lambda uri, schema: opened.append(uri) or read_file(uri, schema)
     try:
         newest = log.read_rows(path, filters=[("job", "=", "a"), ("seq", ">=", 25)])
         assert newest["seq"].to_pylist() == [25, 26, 27, 28, 29, 30] and len(opened) == 1
@@ -422,7 +425,7 @@ def test_reads_of_the_newest_rows_open_only_the_files_that_may_hold_them(tmp_pat
         assert len(log.read_rows(path, filters=[("job", "=", "x" * 41)])) == 0 \
             and len(opened) == 1
     finally:
-        log._read_file = read_file
+        log_read._read_file = read_file
 
 
 # --- bookmark states: one codec for every source kind ----------------------------------
@@ -652,7 +655,7 @@ def test_a_state_commit_that_keeps_losing_fails_in_one_line_naming_the_table(
         tries.append(time.monotonic())
         raise CommitFailedError("Failed to commit transaction: 15")
 
-    monkeypatch.setattr(log, "write_deltalake", always_beaten)
+    monkeypatch.setattr(log_upkeep, "write_deltalake", always_beaten)
     with pytest.raises(DeltamarkError) as failed:
         store.record_run(run("a", 2))
     message = str(failed.value)

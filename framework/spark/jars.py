@@ -46,8 +46,10 @@ def pom(line: SparkLine, *, hadoop: str | None = None) -> str:
         ("commons-logging", "commons-logging"), ("org.roaringbitmap", "shims")))
     iceberg = "" if line.iceberg is None else "\n" + _dependency("org.apache.iceberg",
                                                                  *line.iceberg)
+    # the text names the jar set a virtualenv holds (_marker): its old path stays, or every
+    # virtualenv would fetch its jars again
     return f"""<?xml version="1.0" encoding="UTF-8"?>
-<!-- The jars deltamark adds to Spark {line.name} (framework/spark/jars.py) -->
+<!-- The jars deltamark adds to Spark {line.name} (framework/jars.py) -->
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>deltamark</groupId>

@@ -83,8 +83,7 @@ def plan(root: str, state_root: str, listing: str):
     from framework.sources.files import list_files, plan_files
     from framework.state.table_io import open_store
 
-    log._read_file.cache_clear()
-    log._LATEST.clear()
+    log.forget_open_tables()
     src = source(root, listing)
     bookmark = BookmarkHistory(open_store(state_root), JOB).files(CONTEXT)
     return plan_files(list_files(src, bookmark), src, start=bookmark, advance=True)
@@ -151,7 +150,7 @@ def main() -> None:
             found = plan(root, state_root, listing)
             assert len(found.files) == NEW_FILES, (listing, len(found.files))
             seconds[listing] = median(lambda listing=listing: plan(root, state_root, listing))
-        read_s = median(lambda: (log._read_file.cache_clear(), log._LATEST.clear(),
+        read_s = median(lambda: (log.forget_open_tables(),
                                  open_store(state_root).tracked_files(
                                      JOB, CONTEXT, set(range(1, RUNS + 1)))))
         rss_mb = planning_rss_mb(root, state_root)
