@@ -89,8 +89,8 @@ def test_each_format_is_read_incrementally(ws, spark, fmt):
 def test_avro_keeps_nested_and_logical_types_with_or_without_spark_avro(ws, spark, reader,
                                                                         monkeypatch):
     if reader == "fastavro":  # as on a session without Spark's Avro jar
-        monkeypatch.setattr(files, "_spark_avro_available", lambda spark: False)
-    elif not files._spark_avro_available(spark):
+        monkeypatch.setattr(files.reading, "_spark_avro_available", lambda spark: False)
+    elif not files.reading._spark_avro_available(spark):
         unavailable("Spark's Avro jar is not on this session (bash .ci/setup.sh installs it)")
     ws.declare(format="avro", lineage="source_file")
     (ws.landing / "country=PT").mkdir()

@@ -7,7 +7,7 @@ import os
 import pyarrow.fs as pafs
 import pytest
 
-from framework.sources.file_listing import list_roots
+from framework.sources.files.roots import list_roots
 from framework.storage import filesystem
 
 LAYOUT = ["2026/11/25/23/a.json", "2026/11/26/00/a.json", "2026/11/26/00/b.json",

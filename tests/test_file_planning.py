@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from framework.sources.file_listing import LISTED, Listing
 from framework.sources.files import (
     TRACKED,
     FileBookmark,
@@ -20,6 +19,7 @@ from framework.sources.files import (
     ListedFile,
     plan_files,
 )
+from framework.sources.files.roots import LISTED, Listing
 
 MINUTE = 60_000
 DAY = 24 * 60 * MINUTE

@@ -328,7 +328,7 @@ def test_s3_event_notifications_find_new_objects_and_reconciliation_the_lost_one
     An event lost is made up for by the next full listing."""
     import boto3
 
-    from framework.sources import file_events
+    from framework.sources.files import events as file_events
 
     sqs = boto3.client("sqs", region_name="us-east-1", endpoint_url=s3_server.endpoint)
     queue = sqs.create_queue(QueueName=f"landing-{bucket.removeprefix('s3://')}")["QueueUrl"]

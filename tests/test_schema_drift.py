@@ -14,7 +14,7 @@ import pytest
 from framework.delta import delta_engine, log
 from framework.errors import JobFailedError
 from framework.ops import admin
-from framework.sources import schema_drift
+from framework.sources.files import schema_drift
 from tests.databases import unavailable
 
 RESCUED = schema_drift.RESCUED_COLUMN
@@ -149,8 +149,8 @@ LEFT_TO_SPARK = {"single quotes", "duplicate keys", "top-level array", "not an o
 @pytest.mark.compat
 @pytest.mark.spark
 def test_json_schemas_are_inferred_on_the_driver_as_spark_infers_them(spark, tmp_path):
-    from framework.sources import json_schema
-    from framework.sources.listed_reads import ListedFile
+    from framework.sources.files import json_schema
+    from framework.sources.files.listed_reads import ListedFile
     from framework.spark.session import temporary_conf
 
     options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}
@@ -175,7 +175,7 @@ def test_json_schemas_are_inferred_on_the_driver_as_spark_infers_them(spark, tmp
 @pytest.mark.spark
 def test_a_first_run_beyond_the_drivers_bounds_infers_from_a_sample_and_loses_nothing(
         ws, monkeypatch):
-    from framework.sources import json_schema
+    from framework.sources.files import json_schema
 
     # eight files are "a million": the sample is files 0 and 4
     monkeypatch.setattr(json_schema, "DRIVER_FILES", 4)

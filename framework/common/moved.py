@@ -42,6 +42,13 @@ MOVED = {
     "framework.admin": "framework.ops.admin",
     "framework.metrics": "framework.ops.metrics",
     "framework.local_jvm_setup": "framework.setup.local_jvm",
+    "framework.sources.file_listing": "framework.sources.files.roots",
+    "framework.sources.file_events": "framework.sources.files.events",
+    "framework.sources.listed_reads": "framework.sources.files.listed_reads",
+    "framework.sources.avro": "framework.sources.files.avro",
+    "framework.sources.malformed": "framework.sources.files.malformed",
+    "framework.sources.schema_drift": "framework.sources.files.schema_drift",
+    "framework.sources.json_schema": "framework.sources.files.json_schema",
 }
 
 

@@ -19,7 +19,7 @@ from framework.run.modes import BookmarkOptions
 from framework.run.plan import RunIdentity
 from framework.run.spec import JobSpec
 from framework.run.targets import attempted_targets
-from framework.sources.listed_reads import release_manifests
+from framework.sources.files.listed_reads import release_manifests
 from state_tables.model import Bookmark, ProcessedFile, Run, RunStatus, Watermark
 from state_tables.store import StateStore
 

@@ -26,9 +26,9 @@ from framework.delta import Filter, WriteMode, WriteResult
 from framework.sinks.iceberg import WriteMode as IcebergWriteMode
 from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, ListingMode, RewritePolicy
+from framework.sources.files.malformed import BadRecords
+from framework.sources.files.schema_drift import EvolutionMode
 from framework.sources.iceberg import Expired
-from framework.sources.malformed import BadRecords
-from framework.sources.schema_drift import EvolutionMode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -39,10 +39,10 @@ from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sinks.delta import app_id
 from framework.sources import delta as delta_source
-from framework.sources import files, jdbc, malformed, schema_drift
+from framework.sources import files, jdbc
 from framework.sources import iceberg as iceberg_source
 from framework.sources.bookmark_codec import encode
-from framework.sources.files import FileBookmark, FilePlan
+from framework.sources.files import FileBookmark, FilePlan, malformed, schema_drift
 from framework.spark.lines import require_iceberg_runtime
 from framework.spark.session import named_column
 from state_tables.model import DqResult, RunOutput, Watermark

@@ -55,10 +55,11 @@ if TYPE_CHECKING:
 #: server: it starts servers and sends them its commands)
 COMMANDS = "framework.cli"
 #: what every forked command would import: imported once, here
-PRELOAD = (COMMANDS, "framework.run.runner", "framework.spark.session", "framework.delta.native",
-           "framework.delta.embedded", "framework.sources.files", "framework.sources.jdbc",
-           "framework.sources.delta", "framework.sources.listed_reads", "framework.server.session",
-           "pyspark.sql", "pyspark.sql.functions")
+PRELOAD = (COMMANDS, "framework.run.runner", "framework.spark.session",
+           "framework.delta.native", "framework.delta.embedded", "framework.sources.files",
+           "framework.sources.jdbc", "framework.sources.delta",
+           "framework.sources.files.listed_reads", "framework.server.session", "pyspark.sql",
+           "pyspark.sql.functions")
 #: what commands that run jobs with data-quality rules import (seconds)
 PRELOAD_FOR_JOBS = ("great_expectations",)
 

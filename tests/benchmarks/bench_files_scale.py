@@ -4,7 +4,7 @@
 check once they are read, side by side with a bare recursive listing of the same tree
 (pyarrow's, the floor of any full listing). No Spark: this is what runs before it.
 
-Also a first run's schema over the whole backlog (``framework.sources.json_schema``: the
+Also a first run's schema over the whole backlog (``framework.sources.files.json_schema``: the
 driver infers it from a sample of the files, not from all of them). Targets: that <= 1x
 the bare listing; a full listing's plan and the no-op check <= 1.5x the bare listing; with
 ``start_after`` or ``partitions`` <= 0.1x at a million files (their cost is what is new,
@@ -119,9 +119,8 @@ def peak_kb() -> int:
 
 def main() -> None:
     from framework.delta import log
-    from framework.sources import json_schema
-    from framework.sources.files import FileState
-    from framework.sources.listed_reads import ListedFile
+    from framework.sources.files import FileState, json_schema
+    from framework.sources.files.listed_reads import ListedFile
     from framework.state.table_io import open_store
 
     processed = int(os.environ.get("DELTAMARK_BENCH_SCALE_FILES", "1000000"))

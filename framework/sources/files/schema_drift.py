@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from framework.sources.listed_reads import ListedFile, read_each
+from framework.sources.files.listed_reads import ListedFile, read_each
 from framework.spark.session import quoted
 from framework.spark.types import Conversion, Misfit, literal, same, sql_type, widens
 from framework.storage import filesystem

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from framework.sources.listed_reads import ListedFile, read_each, read_listed
+from framework.sources.files.listed_reads import ListedFile, read_each, read_listed
 from framework.spark.session import quoted
 from framework.spark.types import literal, sql_type
 from framework.storage import filesystem
