@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
     from framework.delta import DeltaEngine
     from framework.run.job import JobContext
-    from framework.run.job_run import Connections, JobRun
+    from framework.run.job_run import JobRun
     from framework.run.lineage import RunEvents
+    from framework.run.scope import Connections
 
 __all__ = ["execute", "recorded_arguments"]
 
@@ -70,7 +71,7 @@ def execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
     crash_point("started")
     try:
         _run_code(spec, ctx)
-        job_run.land_staged()
+        job_run.writes.land_staged()
     except Exception as exc:
         error = redact(one_line(exc))
         if isinstance(exc, DataQualityError) and (undone := _roll_back(job_run, run)):
@@ -112,7 +113,7 @@ def _roll_back(job_run: JobRun, run: Run) -> list[str]:
     for target in attempted_targets(attempt):
         if target.landed(run.job, run.run_seq) and target.roll_back(run.job, run.run_seq,
                                                                     run.run_id):
-            job_run.rolled_back(target.key)
+            job_run.writes.rolled_back(target.key)
             undone.append(target.key)
     return undone
 

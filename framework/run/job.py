@@ -90,10 +90,12 @@ class JobContext:
     def __init__(self, run: JobRun, params: Mapping[str, str]):
         """Made by the runner, which keeps ``run`` (its side of the run)."""
         self._run = run
-        self.spark, self.params, self.log = run.spark, dict(params), run.log
+        scope = run.scope
+        self.spark, self.params, self.log = scope.spark, dict(params), run.log
         self.job_name, self.run_id, self.run_seq = run.job_name, run.run_id, run.run_seq
-        self.bookmark, self.mode, self.dry_run = run.bookmark, run.bookmark.mode, run.dry_run
-        workflow = run.identity.workflow
+        self.bookmark, self.dry_run = scope.plan.options, scope.dry_run
+        self.mode = self.bookmark.mode
+        workflow = scope.identity.workflow
         self.run_properties: Mapping[str, str] = MappingProxyType(dict(workflow.properties))
         self.workflow_name, self.workflow_run_id = workflow.name, workflow.run_id
 
@@ -158,7 +160,7 @@ class JobContext:
             bad_records_table=bad_records_table, partition_filter=partition_filter,
             schema_evolution=schema_evolution, schema_hints=schema_hints,
             rescued_data_column=rescued_data_column, choice_types=choice_types)
-        return self._run.read_files(source, transformation_ctx=transformation_ctx,
+        return self._run.reads.files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 
     def read_delta(self, table: str, *, transformation_ctx: str | None = None,
@@ -177,7 +179,7 @@ class JobContext:
             ChangesUnavailableError: rows were changed in place and the table has no Change
                 Data Feed, or the needed history is gone (reset the context to reload).
         """
-        return self._run.read_delta(table, transformation_ctx=transformation_ctx,
+        return self._run.reads.delta(table, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark, change_feed=change_feed, version=version)
 
     def read_iceberg(self, table: str, *, transformation_ctx: str | None = None,
@@ -198,7 +200,7 @@ class JobContext:
                 changed rows in place; the bookmark's snapshot expired (``expired="fail"``).
             MissingContextError, SparkFeatureError (a Spark line Iceberg has no runtime for)
         """
-        return self._run.read_iceberg(
+        return self._run.reads.iceberg(
             table, transformation_ctx=transformation_ctx, bookmark=bookmark, changes=changes,
             keys=_as_tuple(keys), expired=expired)
 
@@ -232,7 +234,7 @@ class JobContext:
             lookback=lookback, partition_column=partition_column,
             num_partitions=num_partitions, lower_bound=lower_bound, upper_bound=upper_bound,
             fetch_size=fetch_size, options=_texts(options))
-        return self._run.read_jdbc(source, connection=connection,
+        return self._run.reads.jdbc(source, connection=connection,
                                    transformation_ctx=transformation_ctx, bookmark=bookmark)
 
     def watermark(self, df: DataFrame, column: str, *, transformation_ctx: str,
@@ -245,12 +247,12 @@ class JobContext:
             JobError: an unknown column or aggregate, a column that is not a number, string,
                 date, timestamp or boolean, or a context set twice.
         """
-        return self._run.watermark(df, column, transformation_ctx=transformation_ctx,
+        return self._run.reads.watermark(df, column, transformation_ctx=transformation_ctx,
                                    aggregate=aggregate)
 
     def last_watermark(self, transformation_ctx: str) -> Any:
         """The watermark the latest successful run recorded for this context, or None."""
-        return self._run.last_watermark(transformation_ctx)
+        return self._run.reads.last_watermark(transformation_ctx)
 
     def write_delta(
         self, df: DataFrame, target: str, *, mode: WriteMode = "append",
@@ -279,7 +281,7 @@ class JobContext:
             DataQualityError: the checks failed (nothing was written).
             StateBehindTargetsError, SchemaMismatchError, WriteConflictError
         """
-        return self._run.write_delta(
+        return self._run.writes.delta(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
             merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on))
 
@@ -299,7 +301,7 @@ class JobContext:
             IcebergError, JobError, DataQualityError, StateBehindTargetsError
             SparkFeatureError: a Spark line Iceberg has no runtime for.
         """
-        return self._run.write_iceberg(df, table, mode=mode, checks=checks, keys=_as_tuple(keys),
+        return self._run.writes.iceberg(df, table, mode=mode, checks=checks, keys=_as_tuple(keys),
                                        merge_schema=merge_schema)
 
     def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
@@ -315,7 +317,7 @@ class JobContext:
         """Append ``df`` to the directory ``target`` as files of ``format`` (parquet, json,
         csv, orc, avro, xml, text; Spark's writer ``options``), with a manifest, exactly
         once per run; ``result.version`` is the run_seq. Raises as ``write_delta``."""
-        return self._run.write_files(df, target, file_format=format, options=options,
+        return self._run.writes.files(df, target, file_format=format, options=options,
                                      partition_by=partition_by, checks=checks)
 
     def write_jdbc(self, df: DataFrame, table: str, *, connection: str,
@@ -329,7 +331,7 @@ class JobContext:
             JobError: ``table`` is not a table name, or as ``write_delta``.
             DataQualityError, DatabaseError
         """
-        return self._run.write_jdbc(df, table, connection=connection, database=database,
+        return self._run.writes.jdbc(df, table, connection=connection, database=database,
                                     checks=checks)
 
     def publish(self, name: str, value: Any) -> None:

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from framework.delta import DeltaEngine
-    from framework.run.job_run import Connections
     from framework.run.lineage import RunEvents
+    from framework.run.scope import Connections
 
 __all__ = ["Recovery", "recover"]
 
