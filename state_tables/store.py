@@ -6,15 +6,29 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
-from decimal import Decimal
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from state_tables.codecs import (
+    bookmark_from,
+    bookmark_row,
+    current_nodes,
+    dq_result_from,
+    dq_row,
+    file_from,
+    file_row,
+    first_per,
+    node_row,
+    run_from,
+    run_row,
+    watermark_from,
+    watermark_row,
+)
 from state_tables.errors import StateSchemaError
 from state_tables.model import (
     Bookmark,
@@ -36,8 +50,9 @@ from state_tables.schemas import (
     StateTable,
     upgrade,
 )
+from state_tables.validity import ContextHistory, RunSet, valid_runs
 
-__all__ = ["ContextHistory", "RunSet", "StateStore", "TableIO", "TableSize", "typed_value"]
+__all__ = ["StateStore", "TableIO", "TableSize"]
 
 #: filters on a table's rows: (column, operator, value), all of which a row passes
 Filters = Sequence[tuple[str, str, Any]]
@@ -115,7 +130,7 @@ class StateStore:
                    files: Sequence[ProcessedFile] = ()) -> None:
         """Record a run's status, after the plan rows it brings (``record_plan``)."""
         self.record_plan(run, bookmarks=bookmarks, files=files)
-        self._append(RUNS, [_run_row(run)], {**_tag(run), "status": run.status})
+        self._append(RUNS, [run_row(run)], {**_tag(run), "status": run.status})
 
     def record_plan(self, run: Run, *, bookmarks: Sequence[Bookmark] = (),
                     files: Sequence[ProcessedFile] = (),
@@ -127,29 +142,29 @@ class StateStore:
         row that says so.
         """
         if files:
-            self._append(PROCESSED_FILES, [_file_row(f) for f in files], _tag(run))
+            self._append(PROCESSED_FILES, [file_row(f) for f in files], _tag(run))
         if bookmarks:
             self.record_bookmarks(bookmarks, tag=_tag(run))
         if watermarks:
-            self._append(WATERMARKS, [_watermark_row(w) for w in watermarks], _tag(run))
+            self._append(WATERMARKS, [watermark_row(w) for w in watermarks], _tag(run))
 
     def record_bookmarks(self, bookmarks: Sequence[Bookmark], *,
                          tag: Mapping[str, Any] | None = None) -> None:
         """Append bookmark rows (a run's plan, or a rewind or reset) in one commit."""
-        self._append(BOOKMARKS, [_bookmark_row(b) for b in bookmarks], tag)
+        self._append(BOOKMARKS, [bookmark_row(b) for b in bookmarks], tag)
 
     def record_dq_results(self, results: Sequence[DqResult]) -> None:
         """Append the results of one rule set's evaluation in one commit (each row's
         ``evaluated_at`` defaults to now, so rows keep their order)."""
         if results:
-            self._append(DQ_RESULTS, [_dq_row(r) for r in results],
+            self._append(DQ_RESULTS, [dq_row(r) for r in results],
                          {"job": results[0].job, "run_seq": results[0].run_seq,
                           "run_id": results[0].run_id})
 
     def record_workflow_nodes(self, nodes: Sequence[WorkflowNode]) -> None:
         """Append workflow node states in one commit."""
         if nodes:
-            self._append(WORKFLOW_RUNS, [_node_row(n) for n in nodes],
+            self._append(WORKFLOW_RUNS, [node_row(n) for n in nodes],
                          {"workflow": nodes[0].workflow,
                           "workflow_run_id": nodes[0].workflow_run_id})
 
@@ -232,9 +247,9 @@ class StateStore:
         return found[0] if found else None
 
     def _runs(self, rows: pa.Table) -> list[Run]:
-        newest = _first_per(sorted(_upgraded(RUNS, rows), key=lambda r: r["updated_at"],
+        newest = first_per(sorted(_upgraded(RUNS, rows), key=lambda r: r["updated_at"],
                                    reverse=True), ("job", "run_id"))
-        return sorted((_run(r) for r in newest), key=lambda r: (r.job, r.run_seq))
+        return sorted((run_from(r) for r in newest), key=lambda r: (r.job, r.run_seq))
 
     def bookmarks(self, job: str, *, context: str | None = None,
                   up_to_seq: int | None = None) -> list[Bookmark]:
@@ -287,12 +302,12 @@ class StateStore:
             mine = rows.filter(mask(rows, [("context", "=", name)])).sort_by(
                 [("run_seq", "ascending"), ("_is_event", "ascending"),
                  ("committed_at", "ascending")])
-            current = _bookmark(upgrade(BOOKMARKS, python_rows(
+            current = bookmark_from(upgrade(BOOKMARKS, python_rows(
                 mine.slice(len(mine) - 1).drop_columns(["_is_event"]))[0]))
             commits = mine.filter(pc.invert(mine["_is_event"]))["run_seq"].to_pylist()
             events = mine.filter(mine["_is_event"]).select(
                 ["run_seq", "event", "restored_from_seq"]).to_pylist()
-            valid = _valid_runs(commits, events, None)
+            valid = valid_runs(commits, events, None)
             histories[name] = ContextHistory(current, RunSet(
                 valid, since=since, everything=functools.partial(
                     self._all_valid_runs, job, name, up_to_seq)) if since else valid)
@@ -314,7 +329,7 @@ class StateStore:
         committed = {name: set(self._committed_seqs(name).to_pylist())
                      for name in pc.unique(rows["job"]).to_pylist()}
         newest: dict[tuple[str, str], Watermark] = {}
-        for mark in sorted((_watermark(r) for r in _upgraded(WATERMARKS, rows)),
+        for mark in sorted((watermark_from(r) for r in _upgraded(WATERMARKS, rows)),
                            key=lambda w: (w.job, w.context, -w.run_seq)):
             if mark.run_seq in committed[mark.job]:
                 newest.setdefault((mark.job, mark.context), mark)
@@ -330,7 +345,7 @@ class StateStore:
         if run_id is None:
             rows = rows.filter(pc.equal(rows["run_seq"], pc.max(rows["run_seq"])))
         rows = rows.filter(pc.equal(rows["attempt"], pc.max(rows["attempt"])))
-        return sorted((_dq(r) for r in _upgraded(DQ_RESULTS, rows)),
+        return sorted((dq_result_from(r) for r in _upgraded(DQ_RESULTS, rows)),
                       key=lambda r: r.evaluated_at or _NEVER)
 
     def dq_history(self, job: str, ruleset: str, *, before_seq: int) -> list[DqResult]:
@@ -339,7 +354,7 @@ class StateStore:
         such as ``RowCount > avg(last(10))`` compare with)."""
         rows = self._read_where(DQ_RESULTS, [("job", "=", job), ("ruleset", "=", ruleset),
                                              ("run_seq", "<", before_seq)])
-        results = [_dq(r) for r in _upgraded(DQ_RESULTS, rows)] if len(rows) else []
+        results = [dq_result_from(r) for r in _upgraded(DQ_RESULTS, rows)] if len(rows) else []
         latest: dict[int, int] = {}
         for result in results:
             latest[result.run_seq] = max(latest.get(result.run_seq, 0), result.attempt)
@@ -359,7 +374,7 @@ class StateStore:
             newest = rows.sort_by([("updated_at", "descending")]).slice(0, 1)
             rows = rows.filter(pc.equal(rows["workflow_run_id"],
                                         newest["workflow_run_id"][0]))
-        return _current_nodes(_upgraded(WORKFLOW_RUNS, rows))
+        return current_nodes(_upgraded(WORKFLOW_RUNS, rows))
 
     def workflow_runs(self, workflow: str, *, limit: int | None = None
                       ) -> list[list[WorkflowNode]]:
@@ -374,7 +389,7 @@ class StateStore:
         by_run: dict[str, list[dict[str, Any]]] = {}
         for row in _upgraded(WORKFLOW_RUNS, rows):
             by_run.setdefault(row["workflow_run_id"], []).append(row)
-        runs = [_current_nodes(rows) for rows in by_run.values()]
+        runs = [current_nodes(rows) for rows in by_run.values()]
         return sorted(runs, key=lambda nodes: min(n.updated_at or _NEVER for n in nodes),
                       reverse=True)
 
@@ -393,7 +408,7 @@ class StateStore:
         filters = [("job", "=", job)] + ([("context", "=", context)] if context else [])
         rows = self._read_where(BOOKMARKS, filters)
         committed = set(self._committed_seqs(job).to_pylist())
-        ordered = sorted((_bookmark(r) for r in _upgraded(BOOKMARKS, rows)),
+        ordered = sorted((bookmark_from(r) for r in _upgraded(BOOKMARKS, rows)),
                          key=lambda b: (b.run_seq, b.event != "commit", b.committed_at,
                                         b.context))
         return [(b, b.event != "commit" or b.run_seq in committed) for b in ordered]
@@ -412,7 +427,7 @@ class StateStore:
         if paths is not None:
             filters.append(("path", "in", list(paths)))
         rows = self._read_where(PROCESSED_FILES, filters)
-        found = (_file(r) for r in _upgraded(PROCESSED_FILES, rows))
+        found = (file_from(r) for r in _upgraded(PROCESSED_FILES, rows))
         return [f for f in found if run_seqs is None or f.run_seq in run_seqs]
 
     def tracked_files(self, job: str, context: str, run_seqs: Set[int]) -> pa.Table:
@@ -440,8 +455,9 @@ class StateStore:
     def run_plan(self, job: str, run_seq: int) -> tuple[list[Bookmark], list[ProcessedFile]]:
         """The bookmark states and files run ``run_seq`` pinned, whether it committed or not."""
         where = [("job", "=", job), ("run_seq", "=", run_seq)]
-        bookmarks = [_bookmark(r) for r in _upgraded(BOOKMARKS, self._read_where(BOOKMARKS, where))]
-        files = [_file(r) for r in _upgraded(PROCESSED_FILES,
+        bookmarks = [bookmark_from(r) for r in _upgraded(BOOKMARKS,
+                                                         self._read_where(BOOKMARKS, where))]
+        files = [file_from(r) for r in _upgraded(PROCESSED_FILES,
                                              self._read_where(PROCESSED_FILES, where))]
         return [b for b in bookmarks if b.event == "commit"], files
 
@@ -480,59 +496,6 @@ class TableSize:
     copies_removed: int = 0
 
 
-@dataclass(frozen=True)
-class ContextHistory:
-    """One context's bookmark rows resolved: the current one, and the runs whose
-    processed files count."""
-
-    current: Bookmark
-    valid_runs: Set[int] = frozenset()
-
-
-class RunSet(Set[int]):
-    """A set of run_seqs known from run ``since`` on; the whole set is computed by
-    ``everything`` the first time an older run, the size or the members are asked for."""
-
-    def __init__(self, recent: Set[int], *, since: int,
-                 everything: Callable[[], Set[int]]):
-        self._recent, self._since, self._everything = recent, since, everything
-        self._all: Set[int] | None = None
-
-    def __contains__(self, seq: object) -> bool:
-        if isinstance(seq, int) and seq >= self._since:
-            return seq in self._recent
-        return seq in self._whole()
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._whole())
-
-    def __len__(self) -> int:
-        return len(self._whole())
-
-    def _whole(self) -> Set[int]:
-        if self._all is None:
-            self._all = self._everything()
-        return self._all
-
-
-def _valid_runs(commits: Sequence[int], events: Sequence[Mapping[str, Any]],
-                up_to: int | None) -> frozenset[int]:
-    """Replay commits (ascending run_seq) and events (rewind / reset, in order): a reset
-    empties the set; a rewind to run k brings back the set as it was right after k."""
-    valid: set[int] = set()
-    i = 0
-    for event in events:
-        if up_to is not None and event["run_seq"] >= up_to:
-            break
-        while i < len(commits) and commits[i] <= event["run_seq"]:
-            valid.add(commits[i])
-            i += 1
-        valid = (set() if event["event"] == "reset" else
-                 set(_valid_runs(commits, events, event["restored_from_seq"])))
-    valid.update(commits[i:] if up_to is None else (s for s in commits[i:] if s <= up_to))
-    return frozenset(valid)
-
-
 def _bookmark_filters(job: str, context: str | None, up_to_seq: int | None
                       ) -> list[tuple[str, str, Any]]:
     """The bookmark rows of ``job`` (and ``context``), up to run ``up_to_seq``."""
@@ -546,165 +509,3 @@ def _upgraded(table: StateTable, rows: pa.Table) -> Iterable[dict[str, Any]]:
 
 def _tag(run: Run) -> dict[str, Any]:
     return {"job": run.job, "run_seq": run.run_seq, "run_id": run.run_id}
-
-
-def _first_per(rows: Iterable[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
-    seen: set[tuple[Any, ...]] = set()
-    first = []
-    for row in rows:
-        if (k := tuple(row[c] for c in key)) not in seen:
-            seen.add(k)
-            first.append(row)
-    return first
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _run_row(run: Run) -> dict[str, Any]:
-    return {
-        "schema_version": RUNS.version, "job": run.job, "run_id": run.run_id,
-        "run_seq": run.run_seq, "attempt": run.attempt, "status": run.status,
-        "mode": run.mode, "started_at": run.started_at, "ended_at": run.ended_at,
-        "arguments": json.dumps(dict(run.arguments), sort_keys=True), "error": run.error,
-        "inputs": json.dumps(_plain(run.inputs), sort_keys=True),
-        "outputs": json.dumps(_plain(run.outputs), sort_keys=True, default=str),
-        "updated_at": _now(), "recovery": run.recovery, "fingerprint": run.fingerprint,
-        "sources": json.dumps(dict(run.sources), sort_keys=True, default=str),
-        "properties": json.dumps(dict(run.properties), sort_keys=True),
-    }
-
-
-def _plain(mapping: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {key: dict(value) for key, value in mapping.items()}
-
-
-def _run(row: dict[str, Any]) -> Run:
-    return Run(job=row["job"], run_id=row["run_id"], run_seq=row["run_seq"],
-               attempt=row["attempt"], status=row["status"], mode=row["mode"],
-               started_at=row["started_at"], ended_at=row["ended_at"],
-               arguments=json.loads(row["arguments"]), inputs=json.loads(row["inputs"]),
-               outputs=json.loads(row["outputs"]), error=row["error"],
-               recovery=row["recovery"], fingerprint=row["fingerprint"],
-               sources=json.loads(row["sources"]), properties=json.loads(row["properties"]))
-
-
-def _bookmark_row(bookmark: Bookmark) -> dict[str, Any]:
-    return {
-        "schema_version": BOOKMARKS.version, "job": bookmark.job, "context": bookmark.context,
-        "run_id": bookmark.run_id, "run_seq": bookmark.run_seq,
-        "source_kind": bookmark.source_kind,
-        "state": json.dumps(dict(bookmark.state), sort_keys=True, default=str),
-        "event": bookmark.event, "committed_at": bookmark.committed_at or _now(),
-        "restored_from_seq": bookmark.restored_from_seq,
-    }
-
-
-def _bookmark(row: dict[str, Any]) -> Bookmark:
-    return Bookmark(job=row["job"], context=row["context"], run_id=row["run_id"],
-                    run_seq=row["run_seq"], source_kind=row["source_kind"],
-                    state=json.loads(row["state"]), event=row["event"],
-                    committed_at=row["committed_at"],
-                    restored_from_seq=row["restored_from_seq"])
-
-
-def _file_row(file: ProcessedFile) -> dict[str, Any]:
-    return {"schema_version": PROCESSED_FILES.version, "job": file.job, "context": file.context,
-            "run_id": file.run_id, "run_seq": file.run_seq, "path": file.path,
-            "size": file.size, "modified_ms": file.modified_ms, "outcome": file.outcome}
-
-
-def _file(row: dict[str, Any]) -> ProcessedFile:
-    return ProcessedFile(job=row["job"], context=row["context"], run_id=row["run_id"],
-                         run_seq=row["run_seq"], path=row["path"], size=row["size"],
-                         modified_ms=row["modified_ms"], outcome=row["outcome"])
-
-
-def _watermark_row(mark: Watermark) -> dict[str, Any]:
-    return {"schema_version": WATERMARKS.version, "job": mark.job, "context": mark.context,
-            "run_id": mark.run_id, "run_seq": mark.run_seq, "column": mark.column,
-            "aggregate": mark.aggregate, "value": json.dumps(mark.value, default=_iso),
-            "value_type": mark.value_type, "rows": mark.rows,
-            "committed_at": mark.committed_at or _now()}
-
-
-def _watermark(row: dict[str, Any]) -> Watermark:
-    return Watermark(job=row["job"], context=row["context"], run_id=row["run_id"],
-                     run_seq=row["run_seq"], column=row["column"], aggregate=row["aggregate"],
-                     value=typed_value(json.loads(row["value"]), row["value_type"]),
-                     value_type=row["value_type"], rows=row["rows"],
-                     committed_at=row["committed_at"])
-
-
-def _iso(value: Any) -> str:
-    return value.isoformat() if hasattr(value, "isoformat") else str(value)
-
-
-def typed_value(value: Any, value_type: str) -> Any:
-    """Back from JSON to the Python value Spark gives for ``value_type``."""
-    if value is None:
-        return None
-    if value_type.startswith("timestamp"):
-        return datetime.fromisoformat(value)
-    if value_type == "date":
-        return date.fromisoformat(value)
-    if value_type.startswith("decimal"):
-        return Decimal(value)
-    return value
-
-
-def _dq_row(result: DqResult) -> dict[str, Any]:
-    return {"schema_version": DQ_RESULTS.version, "job": result.job, "run_id": result.run_id,
-            "run_seq": result.run_seq, "attempt": result.attempt, "ruleset": result.ruleset,
-            "target": result.target, "policy": result.policy, "rule": result.rule,
-            "kind": result.kind, "outcome": result.outcome, "action": result.action,
-            "rows": result.rows,
-            "observed": None if result.observed is None else json.dumps(
-                result.observed, default=_iso),
-            "unexpected_count": result.unexpected_count,
-            "unexpected_percent": result.unexpected_percent,
-            "sample": json.dumps(list(result.sample), default=_iso),
-            "message": result.message, "evaluated_at": result.evaluated_at or _now()}
-
-
-def _dq(row: dict[str, Any]) -> DqResult:
-    return DqResult(job=row["job"], run_id=row["run_id"], run_seq=row["run_seq"],
-                    attempt=row["attempt"], ruleset=row["ruleset"], target=row["target"],
-                    policy=row["policy"], rule=row["rule"], kind=row["kind"],
-                    outcome=row["outcome"], action=row["action"], rows=row["rows"],
-                    observed=None if row["observed"] is None else json.loads(row["observed"]),
-                    unexpected_count=row["unexpected_count"],
-                    unexpected_percent=row["unexpected_percent"],
-                    sample=tuple(json.loads(row["sample"] or "[]")), message=row["message"],
-                    evaluated_at=row["evaluated_at"])
-
-
-def _node_row(node: WorkflowNode) -> dict[str, Any]:
-    return {"schema_version": WORKFLOW_RUNS.version, "workflow": node.workflow,
-            "workflow_run_id": node.workflow_run_id, "job": node.job, "trigger": node.trigger,
-            "state": node.state, "run_id": node.run_id, "started_at": node.started_at,
-            "ended_at": node.ended_at,
-            "arguments": json.dumps(dict(node.arguments), sort_keys=True),
-            "run_properties": json.dumps(dict(node.run_properties), sort_keys=True),
-            "properties": json.dumps(dict(node.properties), sort_keys=True),
-            "error": node.error, "resumed_from": node.resumed_from,
-            "updated_at": node.updated_at or _now()}
-
-
-def _current_nodes(rows: Iterable[dict[str, Any]]) -> list[WorkflowNode]:
-    """One workflow run's nodes in their latest state, in the order they first appeared."""
-    ordered = sorted(rows, key=lambda r: r["updated_at"])
-    current = _first_per(reversed(ordered), ("job",))
-    first_seen = {r["job"]: i for i, r in reversed(list(enumerate(ordered)))}
-    return [_node(r) for r in sorted(current, key=lambda r: first_seen[r["job"]])]
-
-
-def _node(row: dict[str, Any]) -> WorkflowNode:
-    return WorkflowNode(workflow=row["workflow"], workflow_run_id=row["workflow_run_id"],
-                        job=row["job"], trigger=row["trigger"], state=row["state"],
-                        run_id=row["run_id"], started_at=row["started_at"],
-                        ended_at=row["ended_at"], arguments=json.loads(row["arguments"]),
-                        run_properties=json.loads(row["run_properties"]),
-                        properties=json.loads(row["properties"]), error=row["error"],
-                        resumed_from=row["resumed_from"], updated_at=row["updated_at"])

@@ -46,7 +46,8 @@ def test_the_state_tables_import_nothing_of_framework():
               "print(names, sorted(m for m in sys.modules if m.partition('.')[0] == 'framework'))")
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert found.stdout.strip() == "['errors', 'model', 'rows', 'schemas', 'sql', 'store'] []"
+    assert found.stdout.strip() == ("['codecs', 'errors', 'model', 'rows', 'schemas', 'sql', "
+                                    "'store', 'validity'] []")
 
 
 def test_an_error_of_the_state_tables_masks_secrets_like_every_deltamark_error():

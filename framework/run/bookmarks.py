@@ -12,7 +12,8 @@ from typing import cast
 from framework.errors import SourceError
 from framework.sources import files
 from framework.sources.bookmark_codec import BookmarkState, decode
-from state_tables.store import ContextHistory, StateStore
+from state_tables.store import StateStore
+from state_tables.validity import ContextHistory
 
 __all__ = ["BookmarkHistory"]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from state_tables.codecs import typed_value
 from state_tables.model import Bookmark, ProcessedFile, RunOutput, RunRecord, Watermark
-from state_tables.store import typed_value
 
 __all__ = ["MAX_RECORDED_FILES", "PrunedTarget", "RestoredTarget", "Target", "TargetRun",
            "Written"]

@@ -1,9 +1,10 @@
-"""Sources jobs read incrementally: one module per kind, registered in ``KINDS``.
+"""Sources jobs read incrementally: one module (or package: ``files``) per kind,
+registered in ``KINDS``.
 
 A kind's module describes a read so that it can be planned again without Spark, plans it
 from a bookmark, reads it, and answers what ``SourceKind`` asks; its bookmark is a frozen
-dataclass (``framework.sources.bookmark_codec``). A new kind is its module, its entry here and the
-``JobContext`` method jobs read it with.
+dataclass (``framework.sources.bookmark_codec``). A new kind is its module, its entry here
+and the ``JobContext`` method jobs read it with.
 """
 
 from __future__ import annotations

@@ -27,14 +27,9 @@ from framework.config import load_settings
 from framework.delta import log
 from framework.state.table_io import open_store
 from framework.ui.app import create_app
+from state_tables.codecs import bookmark_row, dq_row, node_row, run_row
 from state_tables.model import Bookmark, DqResult, Run, WorkflowNode
 from state_tables.schemas import BOOKMARKS, DQ_RESULTS, RUNS, WORKFLOW_RUNS
-from state_tables.store import (
-    _bookmark_row,
-    _dq_row,
-    _node_row,
-    _run_row,
-)
 
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = ("orders_ingest", "orders_silver", "orders_gold", "customers_sync", "order_documents")
@@ -52,7 +47,7 @@ def _rows(job: str, seq: int) -> tuple[list[dict], list[dict], list[dict]]:
     run = Run(job=job, run_id=f"{job}-{seq}", run_seq=seq, status="running", mode="enable",
               started_at=started, arguments={"landing": "data/landing/orders"})
     if seq % 4:
-        return [_run_row(Run(**{**run.__dict__, "status": "skipped",
+        return [run_row(Run(**{**run.__dict__, "status": "skipped",
                                 "ended_at": started}))], [], []
     done = Run(**{**run.__dict__, "status": "failed" if seq % 50 == 0 else "succeeded",
                   "ended_at": started + dt.timedelta(seconds=8 + seq % 7),
@@ -60,11 +55,11 @@ def _rows(job: str, seq: int) -> tuple[list[dict], list[dict], list[dict]]:
                                      "backlog": 0, "rewritten_skipped": 0}},
                   "outputs": {f"data/lake/{job}": {"written": True, "version": seq}},
                   "properties": {"silver_version": str(seq)}})
-    runs = [_run_row(run), _run_row(done)]
-    marks = [_bookmark_row(Bookmark(job=job, context="src", run_id=run.run_id, run_seq=seq,
+    runs = [run_row(run), run_row(done)]
+    marks = [bookmark_row(Bookmark(job=job, context="src", run_id=run.run_id, run_seq=seq,
                                     source_kind="files", committed_at=started,
                                     state={"settled_ms": seq, "files_total": seq}))]
-    dq = [_dq_row(DqResult(job=job, run_id=run.run_id, run_seq=seq, attempt=1, ruleset="r",
+    dq = [dq_row(DqResult(job=job, run_id=run.run_id, run_seq=seq, attempt=1, ruleset="r",
                            target=f"data/lake/{job}", policy="fail", rule=f"rule {i}",
                            kind="row", outcome="passed", action="written", rows=1000,
                            unexpected_count=0, evaluated_at=started))
@@ -83,7 +78,7 @@ def _seed(root: str, runs_per_job: int) -> None:
                 if flat:
                     log.append_rows(store.path(table), pa.Table.from_pylist(
                         flat, schema=table.schema), upkeep=store.io.upkeep)
-        nodes = [_node_row(WorkflowNode(
+        nodes = [node_row(WorkflowNode(
             "orders_pipeline", f"w{s}", job, "t", state, run_id=f"{job}-{s}",
             started_at=T0 + dt.timedelta(minutes=15 * s),
             ended_at=T0 + dt.timedelta(minutes=15 * s, seconds=30),
