@@ -18,9 +18,10 @@ import pyarrow as pa
 
 from framework.delta import log
 from framework.state.table_io import open_store
+from state_tables.codecs import bookmark_row, run_row
 from state_tables.model import Bookmark, Run
 from state_tables.schemas import BOOKMARKS, RUNS
-from state_tables.store import StateStore, _bookmark_row, _run_row
+from state_tables.store import StateStore
 
 HISTORY = 10_000
 SAMPLES = int(os.environ.get("DELTAMARK_BENCH_STATE_SAMPLES", 60))
@@ -47,10 +48,10 @@ def _seed(store: StateStore) -> None:
     for start in range(1, HISTORY + 1, 100):
         seqs = range(start, start + 100)
         log.append_rows(store.path(RUNS), pa.Table.from_pylist(
-            [_run_row(_run(s)) for s in seqs], schema=RUNS.schema),
+            [run_row(_run(s)) for s in seqs], schema=RUNS.schema),
             upkeep=store.io.upkeep)
         log.append_rows(store.path(BOOKMARKS), pa.Table.from_pylist(
-            [_bookmark_row(b) for s in seqs for b in _marks(s)], schema=BOOKMARKS.schema),
+            [bookmark_row(b) for s in seqs for b in _marks(s)], schema=BOOKMARKS.schema),
             upkeep=store.io.upkeep)
 
 
