@@ -49,6 +49,7 @@ MOVED = {
     "framework.sources.malformed": "framework.sources.files.malformed",
     "framework.sources.schema_drift": "framework.sources.files.schema_drift",
     "framework.sources.json_schema": "framework.sources.files.json_schema",
+    "framework.quality.dqdl_syntax": "framework.quality.dqdl.syntax",
 }
 
 

@@ -1,5 +1,5 @@
 """DQDL's syntax: a ruleset's text as rule nodes, before any meaning is given to them
-(``framework.quality.dqdl`` does that).
+(``ruleset`` does that).
 
     Metadata = { "Version": "1.0" }
     allowed = ["new", "paid"]
@@ -165,7 +165,9 @@ def parse_nodes(text: str) -> Nodes:
     return Nodes(tuple(rules), analyzers)
 
 
-class _Parser:
+class _Tokens:
+    """A ruleset's text as tokens, read from the front (``at``)."""
+
     def __init__(self, text: str):
         self.text, self.tokens, position = text, [], 0
         while position < len(text):
@@ -182,7 +184,6 @@ class _Parser:
                 self.tokens.append(_Token(kind, found.group(kind), found.start(kind),
                                           found.end(kind)))
         self.at = 0
-        self.constants: dict[str, Any] = {}
 
     def at_end(self) -> bool:
         return self.at >= len(self.tokens)
@@ -218,6 +219,20 @@ class _Parser:
                 raise DqdlError(f"{opening}...{closing}: the block is not closed")
             depth += {opening: 1, closing: -1}.get(self.tokens[self.at].text, 0)
             self.at += 1
+
+    def since(self, start: _Token | None) -> str:
+        """The source text from ``start`` to the last token read, whitespace collapsed."""
+        first = start.start if start else 0
+        last = self.tokens[self.at - 1].end if self.at else first
+        return " ".join(self.text[first:last].split())
+
+
+class _Parser(_Tokens):
+    """DQDL's grammar, read from the tokens."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.constants: dict[str, Any] = {}
 
     def constant(self) -> Any:
         """A constant's value: a quoted string, or a list of values."""
@@ -259,7 +274,7 @@ class _Parser:
                 groups[-1].append(part)
             else:
                 groups.append([part])
-        text = self._since(start)
+        text = self.since(start)
         joined = [g[0] if len(g) == 1 else Composite(
             " and ".join(f"({p.text})" for p in g), "and", tuple(g)) for g in groups]
         return joined[0] if len(joined) == 1 else Composite(text, "or", tuple(joined))
@@ -294,7 +309,7 @@ class _Parser:
             if self.accept("where"):
                 clause = self.peek()
                 if clause is None or clause.kind != "string" or not clause.value.strip():
-                    raise DqdlError(f"{self._since(start)}: where takes a quoted Spark SQL "
+                    raise DqdlError(f"{self.since(start)}: where takes a quoted Spark SQL "
                                     "condition, e.g. where \"amount > 0\"")
                 self.at += 1
                 where = clause.value
@@ -302,19 +317,19 @@ class _Parser:
                 if self.accept("threshold"):
                     threshold = self._condition()
                     if threshold is None:
-                        raise DqdlError(f"{self._since(start)}: 'with threshold' takes a "
+                        raise DqdlError(f"{self.since(start)}: 'with threshold' takes a "
                                         "comparison such as '> 0.9'")
                 else:
                     name = self.peek()
                     if name is None or name.kind != "word":
-                        raise DqdlError(f"{self._since(start)}: 'with' takes threshold or a "
+                        raise DqdlError(f"{self.since(start)}: 'with' takes threshold or a "
                                         "tag (with timeZone = \"UTC\")")
                     self.at += 1
                     self.expect("=")
                     tags[name.text] = self.value()
             elif not self._skip_labels():
                 break
-        return Simple(self._since(start), start.text, tuple(arguments), condition,
+        return Simple(self.since(start), start.text, tuple(arguments), condition,
                       threshold, where, tags)
 
     def _is_parameter(self, ahead: int) -> bool:
@@ -388,7 +403,7 @@ class _Parser:
             return Keyword(_KEYWORDS[token.text.lower()])
         start = self.at
         tree = self._sum()
-        return Expression(tree, self._since(self.tokens[start]))
+        return Expression(tree, self.since(self.tokens[start]))
 
     def _sum(self) -> tuple[Any, ...]:
         left = self._product()
@@ -437,9 +452,3 @@ class _Parser:
             return ("now",) if name == "now" else ("call", name, tuple(arguments))
         raise DqdlError(f"expected a number, a quoted value or an expression, found "
                         f"{token.text!r}")
-
-    def _since(self, start: _Token | None) -> str:
-        """The source text from ``start`` to the last token read, whitespace collapsed."""
-        first = start.start if start else 0
-        last = self.tokens[self.at - 1].end if self.at else first
-        return " ".join(self.text[first:last].split())
