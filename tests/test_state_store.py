@@ -19,7 +19,7 @@ from framework.delta.log import table as log_table
 from framework.delta.log import upkeep as log_upkeep
 from framework.errors import DeltamarkError, StateSchemaError
 from framework.state.table_io import MAINTENANCE_EVERY, open_store
-from state_tables import store as store_module
+from state_tables import contexts as contexts_module
 from state_tables.model import Bookmark, ProcessedFile, Run
 from state_tables.rows import python_rows
 from state_tables.schemas import BOOKMARKS, RUNS, TABLES
@@ -46,8 +46,8 @@ def test_the_state_tables_import_nothing_of_framework():
               "print(names, sorted(m for m in sys.modules if m.partition('.')[0] == 'framework'))")
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                            check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert found.stdout.strip() == ("['codecs', 'errors', 'model', 'rows', 'schemas', 'sql', "
-                                    "'store', 'validity'] []")
+    assert found.stdout.strip() == ("['codecs', 'contexts', 'errors', 'model', 'rows', "
+                                    "'schemas', 'sql', 'store', 'tables', 'validity'] []")
 
 
 def test_an_error_of_the_state_tables_masks_secrets_like_every_deltamark_error():
@@ -267,7 +267,7 @@ def test_a_long_history_resolves_from_its_newest_rows_as_from_all_of_them(tmp_pa
     """With a context named, its bookmark is resolved from the rows of its last runs (and
     its rewinds and resets), and older runs' validity is read when asked: the same answers
     as resolving every row, when the old events matter and when the last runs all failed."""
-    monkeypatch.setattr(store_module, "RECENT_RUNS", 3)
+    monkeypatch.setattr(contexts_module, "RECENT_RUNS", 3)
     store = open_store(tmp_path)
     failed = {4, 9, 14, 15, 16, 17, 18}
     for seq in range(1, 19):

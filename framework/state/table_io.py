@@ -13,7 +13,8 @@ import pyarrow as pa
 from framework import storage
 from framework.config import STATE_COMMIT_TIMEOUT_SECONDS, STATE_RETENTION_HOURS, Settings
 from framework.delta import log
-from state_tables.store import Filters, StateStore
+from state_tables.store import StateStore
+from state_tables.tables import Filters
 
 __all__ = ["MAINTENANCE_EVERY", "DeltaTableIO", "open_store", "settings_store"]
 
