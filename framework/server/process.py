@@ -99,6 +99,10 @@ class _Command:
     attached: bool = False  # asked for Spark
 
 
+#: answers a client (``Server._reply``)
+Reply = Callable[[socket.socket, Mapping[str, Any]], None]
+
+
 @dataclass
 class _Jvm:
     """The child that owns the JVM: its channel, and the commands waiting for it."""
@@ -108,6 +112,57 @@ class _Jvm:
     lines: Lines
     gateway: Mapping[str, Any] | None = None
     waiting: list[tuple[socket.socket, int]] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, settings: Settings, driver_memory: str | None,
+              let_go: Callable[[], None]) -> _Jvm:
+        """Fork the JVM's owner (``let_go``: what a child of the server first does)."""
+        ours, theirs = socket.socketpair()
+
+        def own() -> int:
+            ours.close()
+            return _own_jvm(theirs, settings, driver_memory=driver_memory)
+
+        pid = _fork(own, let_go)
+        theirs.close()
+        _log(f"starting the JVM (owner {pid})")
+        return cls(pid, ours, Lines(ours))
+
+    def lost(self) -> bool:
+        """Whether the JVM it announced is gone (before the owner noticed)."""
+        return self.gateway is not None and not _alive(self.gateway["jvm_pid"])
+
+    def read(self, reply: Reply) -> None:
+        """What the owner said: its gateway (or an error), for the commands waiting."""
+        for message in self.lines.read():
+            if "gateway" in message:
+                self.gateway = message["gateway"]
+                _log("the JVM is ready")
+            for client, pid in self.waiting:
+                reply(client, {**message["gateway"], "tag": f"{JOB_TAG}{pid}"}
+                      if "gateway" in message else message)
+            self.waiting.clear()
+
+    def ended(self, reply: Reply) -> None:
+        """The owner ended (all it said read): the commands waiting are told."""
+        _log("the JVM ended")
+        for client, _ in self.waiting:
+            reply(client, {"error": "the JVM ended before it was ready; see the server's log"})
+        self.channel.close()
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        with contextlib.suppress(OSError):  # it is ending; reaped soon
+            send(self.channel, message)
+
+    def stop(self) -> None:
+        self.channel.close()  # the owner stops Spark at the end of its channel
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return
+            time.sleep(0.05)
+        os.kill(self.pid, signal.SIGKILL)
 
 
 class Server:
@@ -163,7 +218,8 @@ class Server:
                     and time.time() - self.idle_since > self.idle_minutes * 60):
                 _log(f"idle for {self.idle_minutes:g} minutes")
                 self._stop(now=False)
-        self._stop_jvm()
+        if self.jvm is not None:
+            self.jvm.stop()
         _log("stopped")
 
     # -- requests ---------------------------------------------------------------------
@@ -215,7 +271,7 @@ class Server:
             self._reply(client, {"error": "the server is stopping" if self.stopping else
                                  "a run request carries stdin, stdout and stderr"})
             return
-        pid = self._fork(lambda: _command(request, fds, self.address))
+        pid = _fork(lambda: _command(request, fds, self.address), self._become_child)
         for fd in fds:
             os.close(fd)
         self.commands[pid] = _Command(pid, client, request.argv)
@@ -231,14 +287,15 @@ class Server:
     def _spark(self, client: socket.socket, pid: int) -> None:
         if pid in self.commands:
             self.commands[pid].attached = True
-        if self.jvm is not None and self.jvm.gateway is not None and not _alive(
-                self.jvm.gateway["jvm_pid"]):  # its owner has not noticed yet
+        if self.jvm is not None and self.jvm.lost():  # its owner has not noticed yet
             os.kill(self.jvm.pid, signal.SIGKILL)
             os.waitpid(self.jvm.pid, 0)
             self._jvm_ended()
         if self.jvm is None:
-            self._start_jvm()
-        assert self.jvm is not None
+            self.jvm = _Jvm.start(self.settings, self.driver_memory, self._become_child)
+            self.jvm_starts += 1
+            self.selector.register(self.jvm.channel, selectors.EVENT_READ, self._from_jvm)
+            _preload(PRELOAD_FOR_JOBS)  # while it starts
         if self.jvm.gateway is None:
             self.jvm.waiting.append((client, pid))
         else:
@@ -319,82 +376,22 @@ class Server:
         if self.jvm is None or self.jvm.gateway is None or not command.attached:
             return
         if code != 0:  # what it left running in the JVM stops with it
-            self._to_jvm({"cancel": f"{JOB_TAG}{command.pid}"})
+            self.jvm.send({"cancel": f"{JOB_TAG}{command.pid}"})
         if not any(c.attached for c in self.commands.values()):
-            self._to_jvm({"clear_cache": True})
-
-    def _start_jvm(self) -> None:
-        ours, theirs = socket.socketpair()
-
-        def own() -> int:
-            ours.close()
-            return _own_jvm(theirs, self.settings, driver_memory=self.driver_memory)
-
-        pid = self._fork(own)
-        theirs.close()
-        self.jvm = _Jvm(pid, ours, Lines(ours))
-        self.jvm_starts += 1
-        self.selector.register(ours, selectors.EVENT_READ, self._from_jvm)
-        _log(f"starting the JVM (owner {pid})")
-        _preload(PRELOAD_FOR_JOBS)  # while it starts
+            self.jvm.send({"clear_cache": True})
 
     def _from_jvm(self, channel: socket.socket) -> None:
-        jvm = self.jvm
-        assert jvm is not None and channel is jvm.channel
-        for message in jvm.lines.read():
-            if "gateway" in message:
-                jvm.gateway = message["gateway"]
-                _log("the JVM is ready")
-            for client, pid in jvm.waiting:
-                self._reply(client, {**message["gateway"], "tag": f"{JOB_TAG}{pid}"}
-                            if "gateway" in message else message)
-            jvm.waiting.clear()
-        if jvm.lines.closed:
+        assert self.jvm is not None and channel is self.jvm.channel
+        self.jvm.read(self._reply)
+        if self.jvm.lines.closed:
             self.selector.unregister(channel)
 
     def _jvm_ended(self) -> None:
-        jvm = self.jvm
-        assert jvm is not None
-        while not jvm.lines.closed:  # what it said before it ended (its end is closed)
-            self._from_jvm(jvm.channel)
-        _log("the JVM ended")
-        for client, _ in jvm.waiting:
-            self._reply(client, {"error": "the JVM ended before it was ready; see the "
-                                          "server's log"})
-        jvm.channel.close()
+        assert self.jvm is not None
+        while not self.jvm.lines.closed:  # what it said before it ended (its end is closed)
+            self._from_jvm(self.jvm.channel)
+        self.jvm.ended(self._reply)
         self.jvm = None
-
-    def _to_jvm(self, message: Mapping[str, Any]) -> None:
-        if self.jvm is not None:
-            with contextlib.suppress(OSError):  # it is ending; reaped soon
-                send(self.jvm.channel, message)
-
-    def _stop_jvm(self) -> None:
-        if self.jvm is None:
-            return
-        self.jvm.channel.close()  # the owner stops Spark at the end of its channel
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            pid, _ = os.waitpid(self.jvm.pid, os.WNOHANG)
-            if pid:
-                return
-            time.sleep(0.05)
-        os.kill(self.jvm.pid, signal.SIGKILL)
-
-    def _fork(self, child: Callable[[], int]) -> int:
-        """Fork: the child lets go of the server's sockets and signals, runs ``child`` and
-        exits with its code. Returns the child's pid."""
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                self._become_child()
-                code = child()
-            finally:
-                os._exit(code)
-        return pid
 
     def _become_child(self) -> None:
         """In a forked child: let go of the server's sockets and signal handling."""
@@ -411,6 +408,22 @@ class Server:
             self.jvm.channel.close()
         os.close(self.wakeup_r)
         os.close(self.wakeup_w)
+
+
+def _fork(child: Callable[[], int], let_go: Callable[[], None]) -> int:
+    """Fork: the child runs ``let_go`` (of the server's sockets and signals), then ``child``,
+    and exits with its code. Returns the child's pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            let_go()
+            code = child()
+        finally:
+            os._exit(code)
+    return pid
 
 
 def _command(request: _Request, fds: Sequence[int], address: Path) -> int:
