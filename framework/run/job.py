@@ -89,13 +89,11 @@ class JobContext:
 
     def __init__(self, run: JobRun, params: Mapping[str, str]):
         """Made by the runner, which keeps ``run`` (its side of the run)."""
-        self._run = run
-        scope = run.scope
+        self._run, scope, workflow = run, run.scope, run.scope.identity.workflow
         self.spark, self.params, self.log = scope.spark, dict(params), run.log
         self.job_name, self.run_id, self.run_seq = run.job_name, run.run_id, run.run_seq
         self.bookmark, self.dry_run = scope.plan.options, scope.dry_run
         self.mode = self.bookmark.mode
-        workflow = scope.identity.workflow
         self.run_properties: Mapping[str, str] = MappingProxyType(dict(workflow.properties))
         self.workflow_name, self.workflow_run_id = workflow.name, workflow.run_id
 
@@ -120,8 +118,8 @@ class JobContext:
             format: json, csv, parquet, orc, xml (``options={"rowTag": ...}``), text, avro.
             transformation_ctx: the bookmark's name; needed unless ``bookmark=False``
                 (every file, every run, nothing recorded) or the mode is disable.
-            options: Spark reader options; CSV files' first line names their columns
-                unless ``header=False`` (as pandas, polars and DuckDB read CSV).
+            options: Spark reader options; a CSV file's first line is its header unless
+                ``header=False``.
             schema: the rows' (and an empty read's) schema.
             recurse: descend into subdirectories (``key=value`` ones become columns).
             exclusions: glob patterns (or Glue's JSON array string) of paths to skip.
@@ -131,28 +129,20 @@ class JobContext:
             listing: ``full``, ``start_after``, ``partitions`` or ``notifications`` (from
                 the SQS ``queue``); a partial listing lists in full ``reconcile_every``.
             lineage_column: add each row's source file URI under this name.
-            bad_records: a malformed JSON, CSV or XML record: ``fail`` the run, ``drop``
-                it (counted) or ``quarantine`` it to the Delta table ``bad_records_table``.
-            partition_filter: a Spark SQL condition on the ``key=value`` directories; files
-                it leaves out are neither read nor tracked (Glue's ``push_down_predicate``).
-            schema_evolution: a field the context's schema lacks: ``add_new_columns`` (the
-                default without ``schema``), ``rescue``, ``fail_on_new_columns`` or
-                ``none`` (the default with one: left out, and named); docs/sources.md.
-            schema_hints: types some columns of the inferred schema take (Spark DDL).
-            rescued_data_column: the column values that do not fit go to, as JSON: by
-                default ``_rescued_data`` where the schema is inferred; False: none (such
-                a value fails the run, unless ``choice_types``: its column is then a
-                choice of its type and string, as in Glue's DynamicFrames).
+            bad_records: a malformed record: ``fail`` the run, ``drop`` it (counted) or
+                ``quarantine`` it to the Delta table ``bad_records_table``.
+            partition_filter: a Spark SQL condition on the ``key=value`` directories
+                (Glue's ``push_down_predicate``): files it leaves out are not tracked.
+            schema_evolution, schema_hints, rescued_data_column, choice_types: fields the
+                context's schema lacks, types for inferred columns, where values that do
+                not fit go (``_rescued_data``): docs/sources.md.
 
         Raises:
             MissingContextError, SourceError
         """
-        reader_options = _texts(options)
-        if format == "csv" and "header" not in {k.lower() for k in reader_options}:
-            reader_options["header"] = "true"
         source = files.FileSource(
-            paths=_as_tuple(paths), format=format, options=reader_options, schema=schema,
-            recurse=recurse, exclusions=files.parse_exclusions(exclusions),
+            paths=_as_tuple(paths), format=format, options=_reader_options(format, options),
+            schema=schema, recurse=recurse, exclusions=files.parse_exclusions(exclusions),
             bounded_files=bounded_files, bounded_size=bounded_size, rewritten=rewritten,
             max_file_age_ms=None if max_file_age is None else int(max_file_age / MILLISECOND),
             listing=listing, reconcile_ms=int(reconcile_every / MILLISECOND), queue=queue,
@@ -166,13 +156,12 @@ class JobContext:
     def read_delta(self, table: str, *, transformation_ctx: str | None = None,
                    bookmark: bool = True, change_feed: bool | None = None,
                    version: int | None = None) -> DataFrame:
-        """Read what the Delta table ``table`` gained since this context's last run.
-
-        The first run reads the whole table; later runs the versions after the bookmark, up
-        to the one pinned when the read is planned: the appended rows or, from the Change
-        Data Feed (``change_feed=None``: when the table has it), every change with
-        ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. ``bookmark=False``
-        reads the whole table, at ``version`` when given.
+        """Read what the Delta table ``table`` gained since this context's last run: at
+        first the whole table, then the versions after the bookmark, up to the one pinned
+        when the read is planned: the appended rows or, from the Change Data Feed
+        (``change_feed=None``: when the table has it), every change with ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp``. ``bookmark=False`` reads the whole
+        table, at ``version`` when given.
 
         Raises:
             MissingContextError, TableNotFoundError, JobError (``version`` with a bookmarked read)
@@ -186,14 +175,11 @@ class JobContext:
                      bookmark: bool = True, changes: bool = False,
                      keys: str | Sequence[str] = (), expired: Expired = "fail") -> DataFrame:
         """Read what the Iceberg table ``table`` (``catalog.namespace.table``) gained since
-        this context's last run.
-
-        The first run reads the whole table, as does ``bookmark=False``; later runs the snapshots
-        after the bookmark, up to the one pinned when the read is planned: the rows they appended
-        or, with ``changes=True``, every change from Iceberg's changelog, with ``_change_type``
-        (``INSERT``, ``DELETE``; ``UPDATE_BEFORE``/``UPDATE_AFTER`` where ``keys`` name the columns
-        that identify a row), ``_change_ordinal`` and ``_commit_snapshot_id``. When the bookmark's
-        snapshot expired (or was rolled back), ``expired="full_refresh"`` rereads the table.
+        this context's last run, as ``read_delta`` does: snapshots, the rows they appended
+        or, with ``changes=True``, Iceberg's changelog (``_change_type``: ``INSERT``,
+        ``DELETE``, and ``UPDATE_BEFORE``/``UPDATE_AFTER`` where ``keys`` identify a row;
+        ``_change_ordinal``, ``_commit_snapshot_id``). ``expired="full_refresh"`` rereads
+        the table when the bookmark's snapshot expired (or was rolled back).
 
         Raises:
             IcebergError: no such table or catalog; without ``changes``, snapshots that
@@ -241,12 +227,8 @@ class JobContext:
                   aggregate: Literal["max", "min"] = "max") -> Any:
         """Record the max (or min) of ``column`` over ``df`` and return it (None without rows:
         the previous one stays). It counts once the run succeeds in enable mode; the next run
-        gets it from ``last_watermark``.
-
-        Raises:
-            JobError: an unknown column or aggregate, a column that is not a number, string,
-                date, timestamp or boolean, or a context set twice.
-        """
+        gets it from ``last_watermark``. Raises JobError: an unknown column or aggregate, a
+        column not a number, string, date, timestamp or boolean, or a context set twice."""
         return self._run.reads.watermark(df, column, transformation_ctx=transformation_ctx,
                                    aggregate=aggregate)
 
@@ -261,8 +243,8 @@ class JobContext:
     ) -> WriteResult:
         """Write ``df`` to the Delta table ``target`` in one commit carrying this run (a
         replay of it is skipped; a target holding a run the state does not know, refused).
-        No empty version: rows of no columns, or an append or merge of no rows in a run that
-        read nothing new, write nothing. A dry run writes (and checks) nothing.
+        No empty version: nothing is written of rows of no columns, or of no rows appended
+        or merged in a run that read nothing new. A dry run writes (and checks) nothing.
 
         Args:
             mode: ``append``, ``overwrite`` (only the partitions ``replace_where`` filters such
@@ -278,8 +260,8 @@ class JobContext:
         Raises:
             JobError: the target was already written in this run, rows read again by a
                 lookback would be appended, or ``checks`` names no rule set.
-            DataQualityError: the checks failed (nothing was written).
-            StateBehindTargetsError, SchemaMismatchError, WriteConflictError
+            DataQualityError (nothing was written), StateBehindTargetsError,
+            SchemaMismatchError, WriteConflictError
         """
         return self._run.writes.delta(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
@@ -292,10 +274,8 @@ class JobContext:
         missing) in one snapshot carrying this run, as ``write_delta`` does (``checks`` too):
         ``mode`` ``append``, ``overwrite`` (the whole table) or ``merge`` (an upsert on ``keys``).
         With ``merge_schema``, the table first takes the rows' new columns and struct fields
-        and Iceberg's promotions (int -> long, float -> double, decimal precision).
-
-        Returns:
-            A ``WriteResult``, ``version`` the snapshot id; ``skipped`` when nothing was committed.
+        and Iceberg's promotions (int -> long, float -> double, decimal precision). Returns a
+        ``WriteResult`` (``version``: the snapshot id).
 
         Raises:
             IcebergError, JobError, DataQualityError, StateBehindTargetsError
@@ -306,8 +286,7 @@ class JobContext:
 
     def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
                       checks: str | None = None) -> WriteResult:
-        """Append ``df`` to the plain Parquet directory ``target``, exactly once per run
-        (``framework.sinks.parquet``): ``write_files(format="parquet")``."""
+        """``write_files(format="parquet")``: append ``df`` to the Parquet directory ``target``."""
         return self.write_files(df, target, format="parquet", partition_by=partition_by,
                                 checks=checks)
 
@@ -328,8 +307,7 @@ class JobContext:
         connection of conf; ``database``, another database of its server.
 
         Raises:
-            JobError: ``table`` is not a table name, or as ``write_delta``.
-            DataQualityError, DatabaseError
+            JobError (``table`` is not a table name), DataQualityError, DatabaseError
         """
         return self._run.writes.jdbc(df, table, connection=connection, database=database,
                                     checks=checks)
@@ -337,10 +315,7 @@ class JobContext:
     def publish(self, name: str, value: Any) -> None:
         """Publish a run property (e.g. the version written): the workflow's later jobs see
         it in ``ctx.run_properties`` (and as a param through ``args_from_properties``).
-
-        Raises:
-            JobError: ``name`` is not letters, digits, ``_``, ``.`` and ``-``.
-        """
+        Raises JobError: ``name`` is not letters, digits, ``_``, ``.`` and ``-``."""
         self._run.publish(name, value)
 
 
@@ -352,6 +327,15 @@ def job_run(ctx: JobContext) -> JobRun:
 def _as_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
     """One string or several, as a tuple."""
     return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _reader_options(format: str, options: Mapping[str, Any] | None) -> dict[str, str]:
+    """Spark's reader options: a CSV file's first line is its header unless said otherwise
+    (as pandas, polars and DuckDB read CSV)."""
+    texts = _texts(options)
+    if format == "csv" and "header" not in {k.lower() for k in texts}:
+        texts["header"] = "true"
+    return texts
 
 
 def _texts(options: Mapping[str, Any] | None) -> dict[str, str]:
