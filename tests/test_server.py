@@ -266,3 +266,15 @@ def _wait_for(condition, process: subprocess.Popen | None = None, seconds: float
             raise AssertionError(f"ended early: {process.communicate()}")
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+def test_what_a_server_preloads_is_where_it_names_it():
+    # a module moved without its preload line would cost each forked command its import
+    # again, silently (the old path imports the new module, with a warning)
+    import importlib.util
+
+    from framework.common.moved import MOVED
+    from framework.server.process import PRELOAD, PRELOAD_FOR_JOBS
+
+    named = (*PRELOAD, *PRELOAD_FOR_JOBS)
+    assert not [m for m in named if m in MOVED or importlib.util.find_spec(m) is None]
