@@ -65,7 +65,6 @@ def applications(cluster) -> int:
     return sum(a["name"] == "deltamark copy" for a in cluster.status()["completedapps"])
 
 
-@pytest.mark.compat
 def test_runs_on_a_standalone_cluster_with_s3_by_deltamark_run_and_by_spark_submit(
         cluster, bucket, tmp_path):
     """A first run by ``deltamark run`` with ``spark.master: spark://...`` (native Delta

@@ -38,7 +38,7 @@ STEPS = ["started", "planned", "staged", "target_committed", "plan_recorded", "r
 ENGINE_STEPS = ["staged", "target_committed"]
 PROTOCOL_STEPS = [step for step in STEPS if step not in ENGINE_STEPS]
 FULL_MATRIX = os.environ.get("DELTAMARK_FULL_MATRIX") == "1"
-RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "6"))
+RANDOM_SCENARIOS = int(os.environ.get("DELTAMARK_CRASH_SCENARIOS", "3"))
 SEED = int(os.environ.get("DELTAMARK_CRASH_SEED", random.randrange(1_000_000)))
 
 

@@ -111,6 +111,7 @@ def test_a_udf_s_error_is_its_own_line(ws, collect):
     assert "ValueError: order 100 has no customer" in message and "\n" not in message
 
 
+@pytest.mark.compat  # job modules pickled by value, on each line's pyspark (cloudpickle)
 def test_a_udf_in_a_job_file_runs_on_the_workers_and_one_without_deltamark_is_named(ws):
     """A job given as ``file.py:Class`` whose UDF calls deltamark's code: its functions
     reach Spark's Python workers; workers whose Python lacks deltamark (``python -S``, as
