@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from framework import storage
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.files import FileRead, read_files, spark_schema
+from framework.delta.files import FileRead, read_files, read_schema, spark_schema
 from framework.delta.filters import Filter
 from framework.delta.log import AppTransaction, Commit, Snapshot
 from framework.errors import (
@@ -183,10 +183,13 @@ class DeltaEngine(ABC):
                 entries or data files of the range are gone (log retention, VACUUM).
             UnsupportedTableFeatureError: the range needs a feature this path cannot read.
         """
-        snap = log.snapshot(path, version=to)
+        snap = log.snapshot(path, version=to, files=False)
         feed_on = snap.configuration.get(CHANGE_FEED) == "true"
+        feed = bool(change_feed or (change_feed is None and feed_on))
+        if after >= to:  # nothing in the range: its columns, and no file read
+            return self.spark.createDataFrame([], read_schema(snap, changes=feed))
         try:
-            if change_feed or (change_feed is None and feed_on):
+            if feed:
                 return self._read_change_feed(path, snap, after=after)
             changes = log.changes(snap, after=after)
         except VersionNotFoundError as exc:

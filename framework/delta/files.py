@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["CHANGE_COLUMNS", "FileRead", "read_files", "spark_names", "spark_schema",
-           "unreadable"]
+__all__ = ["CHANGE_COLUMNS", "FileRead", "read_files", "read_schema", "spark_names",
+           "spark_schema", "unreadable"]
 
 #: the columns a change-feed read adds, after the table's
 CHANGE_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -95,6 +95,19 @@ def _fields(fields: Sequence[Mapping[str, Any]], parent: str = ""
             yield from _fields(kind["fields"], f"{name}.")
 
 
+def read_schema(snap: Snapshot, *, changes: bool) -> StructType:
+    """The columns a read of ``snap``'s table gives: its schema, and ``CHANGE_COLUMNS``
+    when ``changes``."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
+
+    schema = spark_schema(snap.schema_json)
+    if not changes:
+        return schema
+    return StructType([*schema.fields, StructField("_change_type", StringType()),
+                       StructField("_commit_version", LongType()),
+                       StructField("_commit_timestamp", TimestampType())])
+
+
 def read_files(spark: SparkSession, path: str, snap: Snapshot, files: Sequence[FileRead],
                *, changes: bool = False) -> DataFrame:
     """The rows of ``files`` with ``snap``'s schema (and ``CHANGE_COLUMNS`` when
@@ -103,15 +116,9 @@ def read_files(spark: SparkSession, path: str, snap: Snapshot, files: Sequence[F
     Raises:
         UnsupportedTableFeatureError: a reader feature Parquet plus the log cannot honour.
     """
-    from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
-
     if unknown := unreadable(snap):
         raise UnsupportedTableFeatureError(path, unknown)
-    schema = spark_schema(snap.schema_json)
-    if changes:
-        schema = StructType([*schema.fields, StructField("_change_type", StringType()),
-                             StructField("_commit_version", LongType()),
-                             StructField("_commit_timestamp", TimestampType())])
+    schema = read_schema(snap, changes=changes)
     if not files:
         return spark.createDataFrame([], schema)
     if not changes and all(f.rows == "all" for f in files) and _plain(snap, files):

@@ -27,19 +27,22 @@ from framework.delta.log.table import (
     VersionChange,
     _log_entry,
     _open,
+    check_path,
     is_table,
 )
 from state_tables.rows import arrow_table, python_rows
 
 __all__ = ["Added", "added", "change_feed_on", "changes", "deleted_rows", "has_commit", "history",
-           "physical_names", "snapshot", "table_version", "transaction_version",
-           "version_at"]
+           "latest_version", "physical_names", "snapshot", "table_version",
+           "transaction_version", "version_at"]
 
 
 def snapshot(
-    path: str, *, version: int | None = None, timestamp: datetime | str | None = None
+    path: str, *, version: int | None = None, timestamp: datetime | str | None = None,
+    files: bool = True,
 ) -> Snapshot:
-    """Load the table's state at the latest version, ``version`` or ``timestamp``.
+    """Load the table's state at the latest version, ``version`` or ``timestamp``
+    (without ``files``: its schema, partitioning and features, not its list of files).
 
     Raises:
         TableNotFoundError, VersionNotFoundError
@@ -52,7 +55,7 @@ def snapshot(
         version=table.version(),
         schema_json=table.schema().to_json(),
         partition_columns=tuple(metadata.partition_columns),
-        files=tuple(_data_files(path, table, metadata.partition_columns)),
+        files=tuple(_data_files(path, table, metadata.partition_columns)) if files else (),
         reader_features=frozenset(protocol.reader_features or ()),
         configuration=dict(metadata.configuration),
     )
@@ -66,6 +69,40 @@ def version_at(path: str, *, version: int | None = None,
         TableNotFoundError, VersionNotFoundError
     """
     return _at(path, version, timestamp).version()
+
+
+def latest_version(path: str) -> int:
+    """The table's latest version, found from its log's last checkpoint by probing the
+    commit entries after it (a few stats or HEAD requests), without loading the table's
+    files as opening it does: planning costs the same at 500 files and at a million.
+
+    Raises:
+        TableNotFoundError, DamagedTableError
+    """
+    path = check_path(path)
+    low = _checkpointed(path)
+    if low is None:
+        if not storage.exists(_log_entry(path, 0)):
+            return _open(path).version()  # no table, or a log cleaned up: delta-rs decides
+        low = 0
+    step = 1  # the highest entry after ``low``: gallop past it, then halve the gap
+    while storage.exists(_log_entry(path, low + step)):
+        low, step = low + step, step * 2
+    high = low + step
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if storage.exists(_log_entry(path, middle)) else (low, middle)
+    return low
+
+
+def _checkpointed(path: str) -> int | None:
+    """The version of the table's last checkpoint, as ``_last_checkpoint`` says; None
+    without one (or one that cannot be read)."""
+    found = storage.read_bytes(storage.join(path, "_delta_log", "_last_checkpoint"))
+    try:
+        return None if found is None else int(json.loads(found)["version"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _at(path: str, version: int | None, timestamp: datetime | str | None) -> DeltaTable:
