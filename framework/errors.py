@@ -142,7 +142,7 @@ class RunStateError(JobError):
 
 
 class RewindError(JobError):
-    """A rewind, reset or target restore that cannot be done safely."""
+    """A rewind, reset, bookmark set or target restore that cannot be done safely."""
 
 
 class StateBehindTargetsError(JobError):

@@ -118,10 +118,12 @@ class TwoSources(IncrementalJob):
 
 
 class DeltaCopy(IncrementalJob):
-    """A Delta table read incrementally, copied; optionally the source grows mid-run."""
+    """A Delta table read incrementally (``read``: read_delta's options, as JSON), copied;
+    optionally the source grows mid-run."""
 
     def run(self, ctx):
-        df = ctx.read_delta(ctx.params["source"], transformation_ctx="src")
+        options = json.loads(ctx.params.get("read", "{}"))
+        df = ctx.read_delta(ctx.params["source"], transformation_ctx="src", **options)
         if ctx.params.get("grow_source_during_run") == "true":
             from framework.delta import delta_engine
 

@@ -18,7 +18,7 @@ import pytest
 
 from framework.delta import delta_engine
 from framework.delta.log import table_version
-from framework.sources.delta import plan_delta, read_delta
+from framework.sources.delta import DeltaSource, plan_delta, read_delta
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ def test_reference_tables_read_incrementally_as_delta_spark_reads_them(
     engine = delta_engine(spark, mode=delta_path)
 
     def deltamark(after, to):
-        plan = plan_delta(path, start=None if after is None else _state(path, after),
+        plan = plan_delta(DeltaSource(path), start=None if after is None else _state(path, after),
                           end=_state(path, to), advance=True)
         df = read_delta(engine, plan, change_feed=None)
         return df.drop("_commit_timestamp") if table.change_feed else df

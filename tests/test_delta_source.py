@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,7 +15,7 @@ from typer.testing import CliRunner
 
 from framework.cli import app
 from framework.delta import delta_engine
-from framework.errors import ChangesUnavailableError, JobFailedError
+from framework.errors import ChangesUnavailableError, JobError, JobFailedError
 from jobs import orders_landing
 
 CONF = str(Path(__file__).parents[1] / "conf")
@@ -206,3 +208,144 @@ def test_chained_example_jobs_read_only_new_bronze_versions(spark, tmp_path):
     assert rows.count() == 90 and rows.select("order_id").distinct().count() == 90
     shown = deltamark("bookmarks", "show", "orders_silver")
     assert "processed up to : version 1" in shown and f"table           : {bronze}" in shown
+
+
+def reader(ws, source, name, **read):
+    """A job ``name`` copying ``source`` to a target of its own, read with ``read``."""
+    ws.declare(name, cls="DeltaCopy", source=source, target=str(ws.root / name),
+               read=json.dumps(read))
+    return str(ws.root / name)
+
+
+def ids_in(ws, path):
+    if not DeltaTable.is_deltatable(path):
+        return []
+    return sorted(r.id for r in delta_engine(ws.spark, mode="embedded").read(path).collect())
+
+
+def test_a_new_context_starts_where_it_is_told_and_refuses_what_the_table_lacks(ws, source):
+    for i in range(5):  # versions 0 to 4
+        append(source, [i])
+        time.sleep(0.01)
+    third = next(c for c in DeltaTable(source).history() if c["version"] == 3)["timestamp"]
+    starts = {"from_2": {"starting_version": 2}, "latest": {"starting_version": "latest"},
+              "from_3": {"starting_timestamp": datetime.fromtimestamp(third / 1000, UTC)
+                         .isoformat()}}
+    targets = {name: reader(ws, source, name, **read) for name, read in starts.items()}
+    first = {name: ws.run(name).inputs["src"] for name in starts}
+    assert first["from_2"] == {"from_version": 2, "to_version": 4, "versions": 3}
+    assert first["latest"] == {"from_version": 5, "to_version": 4, "versions": 0}
+    assert first["from_3"] == {"from_version": 3, "to_version": 4, "versions": 2}
+    append(source, [5])
+    for name in starts:
+        ws.run(name)
+    assert {name: ids_in(ws, path) for name, path in targets.items()} == {
+        "from_2": [2, 3, 4, 5], "latest": [5], "from_3": [3, 4, 5]}
+    shown = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "bookmarks", "show",
+                                     "from_2"]).stdout
+    assert "processed up to : version 5" in shown
+    assert "started at      : starting_version=2" in shown
+
+    bad = {"starting_version": 9}, {"starting_version": -1}, {"starting_timestamp": "soon"}, \
+        {"starting_timestamp": "2999-01-01"}, {"bounded_files": 0}, \
+        {"starting_version": 1, "starting_timestamp": "2020-01-01"}
+    said = []
+    for read in bad:
+        reader(ws, source, "bad", **read)
+        with pytest.raises(JobError) as error:
+            ws.run("bad")
+        said.append(str(error.value).splitlines())
+    assert all(len(lines) == 1 for lines in said), said
+    expected = [
+        f"Delta table {source}: starting_version=9 is past its latest version 5. Give a "
+        "version up to 5, or starting_version='latest'.",
+        "source src: starting_version must be a version (0 or more) or 'latest', not -1",
+        "source src: starting_timestamp must be a datetime or an ISO date or time "
+        "('2026-12-01T08:00:00Z'), not 'soon'",
+        f"Delta table {source}: starting_timestamp=2999-01-01T00:00:00+00:00 is after its "
+        "latest commit (version 5 at ",
+        "source src: bounded_files must be a positive integer, not 0",
+        "source src: give starting_version or starting_timestamp, not both"]
+    assert all(text in lines[0] for text, lines in zip(expected, said, strict=True)), said
+
+
+def test_a_capped_backlog_drains_in_whole_versions_and_the_backlog_falls_to_0(ws, source):
+    from framework.run import preflight
+
+    append(source, [0])
+    target = reader(ws, source, "capped", bounded_files=6)
+    ws.run("capped")  # no bookmark, no starting position: the table as it is, whole
+    for i in range(1, 21):  # versions 1 to 20, a file each
+        append(source, [i])
+
+    def waiting():
+        return preflight.waiting(ws.store, "capped", lambda name: None)["src"].count
+
+    drained = [waiting()]
+    while (run := ws.run("capped")).inputs["src"].get("backlog"):
+        drained.append(waiting())
+        assert run.inputs["src"]["backlog"] == drained[-1]
+    assert run.inputs["src"] == {"from_version": 19, "to_version": 20, "versions": 2}
+    assert [*drained, waiting()] == [20, 14, 8, 2, 0]
+    assert ids_in(ws, target) == list(range(21))
+    assert ws.run("capped").status == "skipped"
+
+
+def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
+    from framework.ops import admin
+
+    for i in range(4):  # versions 0 to 3
+        append(source, [i])
+    target = reader(ws, source, "copy")
+    common = ["--conf-dir", str(ws.conf)]
+
+    def deltamark(*args, code=0):
+        result = CliRunner().invoke(app, [*common, *args])
+        assert result.exit_code == code, result.output
+        return result.output
+
+    said = deltamark("bookmarks", "set", "copy", "--ctx", "src", "--version", "1", "--table",
+                     source)
+    [before] = ws.store.runs("copy")
+    assert f"copy: run 1 ({before.run_id}) set src: version 1 of {source}" in said
+    assert "to undo: deltamark bookmarks reset copy --ctx src" in said
+    assert "bookmark set: src: version 1" in deltamark("runs", "list", "copy")
+    assert ws.run().inputs["src"] == {"from_version": 2, "to_version": 3, "versions": 2}
+    assert ids_in(ws, target) == [2, 3]
+    append(source, [4])
+    first = ws.store.runs("copy")[-1]
+    said = deltamark("bookmarks", "set", "copy", "--ctx", "src", "--latest")
+    assert f"to undo: deltamark bookmarks rewind copy --ctx src --to-run {first.run_id}" in said
+    assert ws.run().status == "skipped"  # nothing after version 4
+    admin.rewind(ws.settings, "copy", to_run=first.run_id, context="src")
+    assert ws.run().inputs["src"]["from_version"] == 4
+    assert ids_in(ws, target) == [2, 3, 4]
+
+    for args, error in [
+            (["--version", "9"], f"--version 9: {source} has versions 0 to 4"),
+            (["--version", "1", "--latest"], "give --version N or --latest"),
+            ([], "give --version N or --latest")]:
+        assert error in deltamark("bookmarks", "set", "copy", "--ctx", "src", *args,
+                                  code=1 if "versions" in error else 2)
+    assert "has no bookmark yet: name its table with --table" in deltamark(
+        "bookmarks", "set", "copy", "--ctx", "other", "--latest", code=1)
+
+
+def test_the_latest_version_is_found_from_the_log_without_loading_the_table(tmp_path):
+    from framework.delta import log
+    from framework.errors import TableNotFoundError
+
+    path = str(tmp_path / "t")
+    found = []
+    for version in range(40):
+        append(path, [version])
+        if version == 12:
+            DeltaTable(path).create_checkpoint()
+        if version in (0, 1, 2, 12, 13, 39):
+            found.append(log.latest_version(path))
+    for old in range(12):  # log cleanup: the checkpoint at 12 stands for them
+        (tmp_path / "t" / "_delta_log" / f"{old:020}.json").unlink()
+    found.append(log.latest_version(path))
+    assert found == [0, 1, 2, 12, 13, 39, 39]
+    with pytest.raises(TableNotFoundError):
+        log.latest_version(str(tmp_path / "none"))

@@ -54,7 +54,9 @@ def list_runs(
 def _summary(run: Run) -> dict[str, Any]:
     status = run.status + (f" (attempt {run.attempt})" if run.attempt > 1 else "")
     note = run.error.splitlines()[0] if run.error else (
-        f"recovery: {run.recovery}" if run.recovery else "")
+        f"recovery: {run.recovery}" if run.recovery else
+        f"bookmark set: {run.arguments[admin.SET_BOOKMARK]}"
+        if admin.SET_BOOKMARK in run.arguments else "")
     return {"job": run.job, "run": run.run_seq, "status": status, "mode": run.mode,
             zoned("started"): humanize.local_time(run.started_at),
             "took": humanize.duration((run.ended_at - run.started_at).total_seconds())

@@ -81,7 +81,9 @@ def read(counts: Mapping[str, int]) -> str:
         first = counts.get("from_version", last)
         if counts.get("versions", last - first + 1) <= 0:
             return f"no new version (at version {last})"
-        return f"version {last}" if first == last else f"versions {first} to {last}"
+        read = f"version {last}" if first == last else f"versions {first} to {last}"
+        return read + (f", {plural(counts['backlog'], 'version')} left for later runs"
+                       if counts.get("backlog") else "")
     if "files" in counts:
         said = [(f"{counts['files']} of {plural(counts['listed'], 'file')}"
                  if "listed" in counts else plural(counts["files"], "file"))

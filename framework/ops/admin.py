@@ -1,5 +1,5 @@
-"""Operator actions on a job's state: abort a run, rewind, reset, and read the history and
-the bookmarks (readable views: nothing opaque).
+"""Operator actions on a job's state: abort a run, rewind, reset, set a bookmark, and read
+the history and the bookmarks (readable views: nothing opaque).
 
 Every change is appended (history is never rewritten) and made under the job's lease, so
 it cannot interleave with a run.
@@ -10,15 +10,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow.compute as pc
 
 from framework import storage
 from framework.config import SETTINGS_FILE, Settings
+from framework.delta import log
 from framework.errors import (
     JobNotFoundError,
     RepairError,
@@ -31,7 +33,9 @@ from framework.run.targets import discard_unlanded, landed_targets, runs_in
 from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
+from framework.sources import delta as delta_source
 from framework.sources import files
+from framework.sources.bookmark_codec import decode, encode
 from framework.state.table_io import open_store, settings_store
 from framework.storage.lease import job_lease
 from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, Watermark
@@ -39,7 +43,10 @@ from state_tables.store import StateStore
 
 __all__ = ["Repair", "RepairedRun", "Rewind", "abort_run", "bookmark_history",
            "describe_bookmarks", "describe_write", "glue_bookmark_entry", "no_state", "repair",
-           "require_job", "require_workflow", "reset", "rewind"]
+           "require_job", "require_workflow", "reset", "rewind", "set_bookmark"]
+
+#: the argument a run that set a bookmark by hand (``set_bookmark``) records, saying what
+SET_BOOKMARK = "--set-bookmark"
 
 
 @dataclass(frozen=True)
@@ -195,6 +202,54 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
             store.record_bookmarks(rows, tag={"job": job, "event": "reset", "run_seq": seq})
         _supersede_unfinished(store, runs)
     return Rewind(job=job, to_run=None, bookmarks=tuple(rows))
+
+
+def set_bookmark(settings: Settings, job: str, *, context: str,
+                 version: int | Literal["latest"], table: str | None = None) -> Run:
+    """Set a Delta context's bookmark without running the job, as if a run had read its
+    table through ``version`` (or its latest version): the next run reads the versions
+    after it. Recorded as a run of its own (succeeded, in enable mode; ``SET_BOOKMARK``
+    among its arguments), so that a rewind to the run before it undoes it. ``table``: the
+    context's table, needed only when it has no bookmark yet.
+
+    Raises:
+        RewindError: not a Delta context, no table known, a version the table does not have.
+        TableNotFoundError: no Delta table there.
+    """
+    store = settings_store(settings)
+    require_job(settings, job)
+    with job_lease(settings.state_root, job, f"set the bookmark of {context}"):
+        current = next(iter(store.bookmarks(job, context=context)), None)
+        if current is not None and current.source_kind != delta_source.SOURCE_KIND:
+            raise RewindError(job, f"context {context} reads a {current.source_kind} source; "
+                              "bookmarks set takes Delta contexts only. Nothing was changed.")
+        state = None if current is None else decode(current.source_kind, current.state)
+        assert state is None or isinstance(state, delta_source.DeltaState)
+        table = table or (state.table if state else None)
+        if table is None:
+            raise RewindError(job, f"context {context} has no bookmark yet: name its table "
+                              "with --table. Nothing was changed.")
+        latest = log.version_at(table)
+        wanted = latest if version == "latest" else version
+        if not 0 <= wanted <= latest:
+            raise RewindError(job, f"--version {wanted}: {table} has versions 0 to {latest}. "
+                              "Nothing was changed.")
+        runs = store.runs(job)
+        last = runs[-1] if runs else None
+        now = datetime.now(UTC)
+        said = f"{context}: version {wanted} of {table}"
+        run = Run(job=job, run_id=uuid.uuid4().hex,
+                  run_seq=max((r.run_seq for r in runs), default=0) + 1, status="succeeded",
+                  mode="enable", started_at=now, ended_at=now, arguments={SET_BOOKMARK: said},
+                  # as planned, the job's last run would find what comes after the bookmark
+                  fingerprint=last.fingerprint if last else None,
+                  sources=last.sources if last else {})
+        new = delta_source.DeltaState(table, wanted, starting=state.starting if state else None)
+        _supersede_unfinished(store, runs)
+        store.record_run(run, bookmarks=[Bookmark(
+            job=job, context=context, run_id=run.run_id, run_seq=run.run_seq,
+            source_kind=delta_source.SOURCE_KIND, state=encode(new), committed_at=now)])
+    return run
 
 
 def _supersede_unfinished(store: StateStore, runs: Sequence[Run]) -> None:

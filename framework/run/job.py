@@ -17,13 +17,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from framework.config import text_value
 from framework.delta import Filter, WriteMode, WriteResult
 from framework.sinks.iceberg import WriteMode as IcebergWriteMode
+from framework.sources import delta as delta_source
 from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, ListingMode, RewritePolicy
 from framework.sources.files.malformed import BadRecords
@@ -155,20 +156,38 @@ class JobContext:
 
     def read_delta(self, table: str, *, transformation_ctx: str | None = None,
                    bookmark: bool = True, change_feed: bool | None = None,
-                   version: int | None = None) -> DataFrame:
-        """Read what the Delta table ``table`` gained since this context's last run: at
-        first the whole table, then the versions after the bookmark, up to the one pinned
-        when the read is planned: the appended rows or, from the Change Data Feed
-        (``change_feed=None``: when the table has it), every change with ``_change_type``,
-        ``_commit_version`` and ``_commit_timestamp``. ``bookmark=False`` reads the whole
-        table, at ``version`` when given.
+                   version: int | None = None,
+                   starting_version: int | Literal["latest"] | None = None,
+                   starting_timestamp: datetime | str | None = None,
+                   bounded_files: int | None = None, bounded_size: int | None = None
+                   ) -> DataFrame:
+        """Read what the Delta table ``table`` gained since this context's last run: the
+        versions after the bookmark, up to the one pinned when the read is planned: the
+        appended rows or, from the Change Data Feed (``change_feed=None``: when the table
+        has it), every change with ``_change_type``, ``_commit_version`` and
+        ``_commit_timestamp``. ``bookmark=False`` reads the whole table, at ``version``
+        when given.
+
+        Args:
+            starting_version, starting_timestamp: where a context without a bookmark starts
+                (default: the whole table): version N onwards, ``"latest"`` (what is
+                committed after its first run), or the first version committed at or after
+                a time (naive: UTC), as Delta's streaming source. Later runs go on from
+                the bookmark.
+            bounded_files, bounded_size: at most this many data files added / bytes a run,
+                in whole versions (at least one); later runs read the rest.
 
         Raises:
             MissingContextError, TableNotFoundError, JobError (``version`` with a bookmarked read)
+            SourceError: a bad option (named).
             ChangesUnavailableError: rows were changed in place and the table has no Change
-                Data Feed, or the needed history is gone (reset the context to reload).
+                Data Feed, the needed history is gone (reset the context to reload), or
+                the starting position is not in the table's history.
         """
-        return self._run.reads.delta(table, transformation_ctx=transformation_ctx,
+        source = delta_source.DeltaSource(
+            table, starting_version=starting_version, starting_timestamp=starting_timestamp,
+            bounded_files=bounded_files, bounded_size=bounded_size)
+        return self._run.reads.delta(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark, change_feed=change_feed, version=version)
 
     def read_iceberg(self, table: str, *, transformation_ctx: str | None = None,

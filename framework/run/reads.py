@@ -157,13 +157,16 @@ class RunReads:
                 self.spark.createDataFrame(rows, malformed.QUARANTINE_SCHEMA),
                 source.bad_records_table)
 
-    def delta(self, table: str, *, transformation_ctx: str | None, bookmark: bool,
-                   change_feed: bool | None, version: int | None) -> DataFrame:
+    def delta(self, source: delta_source.DeltaSource, *, transformation_ctx: str | None,
+              bookmark: bool, change_feed: bool | None, version: int | None) -> DataFrame:
         """``JobContext.read_delta``."""
+        table = source.table
         if version is not None and bookmark:
             raise JobError(self.job_name, f"read_delta({table!r}, version={version}): a "
                            "version is for whole-table reads; pass bookmark=False.")
         context = self.plan.context(transformation_ctx, bookmark, f"read_delta({table!r})")
+        if problems := source.problems():
+            raise SourceError(self.job_name, context, "; ".join(problems))
         pinned_end = None if version is None else delta_source.DeltaState(table, version)
         plan = self.plan.plan(
             context, delta_source.SOURCE_KIND, tracked=bookmark,
@@ -171,13 +174,16 @@ class RunReads:
             pinned=lambda read: delta_source.DeltaPlan.pinned(
                 cast(delta_source.DeltaState, read.state)),
             plan=lambda start, end, advance: delta_source.plan_delta(
-                table, start=start, end=end or pinned_end, advance=advance))
+                source, start=start, end=end or pinned_end, advance=advance))
         self.plan.add(SourceRead(
             context, delta_source.SOURCE_KIND, plan.counts(),
             plan.state() if plan.advance else None, nothing=not plan.counts()["versions"],
-            description=delta_source.description(plan, tracked=bookmark, version=version)))
-        self.log.info("%s: versions %s..%d of %s", context,
-                      "0" if plan.after is None else plan.after + 1, plan.to, table)
+            description=delta_source.description(plan, source, tracked=bookmark,
+                                                 version=version)))
+        self.log.info("%s: versions %s..%d of %s%s", context,
+                      "0" if plan.after is None else plan.after + 1, plan.to, table,
+                      f" ({plan.latest - plan.to} left for later runs: capped)"
+                      if plan.latest is not None and plan.latest > plan.to else "")
         return self._read(context, [Dataset.at_path(table)],
                           delta_source.read_delta(self.scope.engine, plan, change_feed=change_feed))
 

@@ -3,15 +3,21 @@
 A context's bookmark is the last table version it processed. A run pins the table's
 version when it starts and reads the changes after the bookmark up to that version: the
 appended rows, or with the table's Change Data Feed every insert, update and delete with
-its ``_change_type``. The first run (no bookmark) reads the whole table at the pinned
-version. Rows committed to the source during the run belong to the next run.
+its ``_change_type``. Rows committed to the source during the run belong to the next run.
+
+A context with no bookmark yet reads the whole table at the pinned version, or from its
+starting position (``DeltaSource.starting_version``, ``starting_timestamp``), as Delta's
+streaming source does. A cap (``bounded_files``, ``bounded_size``) takes whole versions,
+at least one a run, and leaves the rest for the next runs. Planning reads the log's
+version and commit entries, never the table's list of files.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 from framework.delta import log
 from framework.errors import ChangesUnavailableError
@@ -23,16 +29,97 @@ if TYPE_CHECKING:
     from framework.delta import DeltaEngine
     from framework.sources import Bookmarks
 
-__all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaState", "description", "new_items", "plan_delta",
-           "read_delta"]
+__all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaSource", "DeltaState", "description", "new_items",
+           "plan_delta", "read_delta"]
 
 SOURCE_KIND = "delta"
+
+StartingVersion = int | Literal["latest"]
+
+
+@dataclass(frozen=True)
+class DeltaSource:
+    """How a context reads the Delta table ``table``: where it starts when it has no
+    bookmark (at most one of ``starting_version``: a version, or ``"latest"`` for what
+    is committed after the first run; ``starting_timestamp``: the first version committed
+    at or after it, naive times being UTC), and what one run takes at most (whole versions,
+    at least one: ``bounded_files`` data files added, or ``bounded_size`` bytes)."""
+
+    table: str
+    starting_version: StartingVersion | None = None
+    starting_timestamp: datetime | str | None = None
+    bounded_files: int | None = None
+    bounded_size: int | None = None
+
+    def problems(self) -> list[str]:
+        """What is wrong with the options, one line each (naming the option)."""
+        found = []
+        if self.starting_version is not None and self.starting_timestamp is not None:
+            found.append("give starting_version or starting_timestamp, not both")
+        if self.starting_version is not None and self.starting_version != "latest" and (
+                not _is_count(self.starting_version) or self.starting_version < 0):
+            found.append("starting_version must be a version (0 or more) or 'latest', not "
+                         f"{self.starting_version!r}")
+        if self.bounded_files is not None and self.bounded_size is not None:
+            found.append("give bounded_files or bounded_size, not both")
+        try:
+            _ = self.starting_time
+        except (TypeError, ValueError):
+            found.append("starting_timestamp must be a datetime or an ISO date or time "
+                         f"('2026-12-01T08:00:00Z'), not {self.starting_timestamp!r}")
+        for name in ("bounded_files", "bounded_size"):
+            value = getattr(self, name)
+            if value is not None and (not _is_count(value) or value < 1):
+                found.append(f"{name} must be a positive integer, not {value!r}")
+        return found
+
+    @property
+    def starting_time(self) -> datetime | None:
+        """``starting_timestamp`` as an aware datetime (naive: UTC).
+
+        Raises:
+            ValueError, TypeError: text that is not an ISO date or time; another type.
+        """
+        when = self.starting_timestamp
+        if when is None:
+            return None
+        if not isinstance(when, datetime):
+            when = datetime.fromisoformat(when)
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+    @property
+    def starting(self) -> str | None:
+        """The starting position as the job gave it (``starting_version=5``), if any."""
+        if self.starting_version is not None:
+            return f"starting_version={self.starting_version}"
+        if (when := self.starting_time) is not None:
+            return f"starting_timestamp={when.isoformat()}"
+        return None
+
+    def plain(self) -> dict[str, Any]:
+        """The options as JSON-ready data (a run's description of the read)."""
+        when = self.starting_time
+        return {"table": self.table, "starting_version": self.starting_version,
+                "starting_timestamp": None if when is None else when.isoformat(),
+                "bounded_files": self.bounded_files, "bounded_size": self.bounded_size}
+
+    @classmethod
+    def from_plain(cls, data: Any) -> DeltaSource:
+        """The options ``plain`` gave."""
+        return cls(data["table"], data.get("starting_version"),
+                   data.get("starting_timestamp"), data.get("bounded_files"),
+                   data.get("bounded_size"))
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
 class DeltaState:
     """A Delta context's bookmark: the last version of ``table`` it processed (after
-    ``from_version``: the run's range, pinned for a replay)."""
+    ``from_version``: the run's range, pinned for a replay); ``starting``: the starting
+    position its first run was given."""
 
     kind: ClassVar[str] = SOURCE_KIND
     state_version: ClassVar[int] = 1
@@ -40,16 +127,19 @@ class DeltaState:
     table: str
     version: int
     from_version: int | None = None
+    starting: str | None = field(default=None, metadata={"stored_when_set": True})
 
     def describe(self) -> list[tuple[str, str]]:
-        return [("table", self.table),
-                ("processed up to", f"version {self.version} (the next run reads the "
-                 "versions after it)")]
+        lines = [("table", self.table),
+                 ("processed up to", f"version {self.version} (the next run reads the "
+                  "versions after it)")]
+        return [*lines, ("started at", self.starting)] if self.starting else lines
 
 
 @dataclass(frozen=True)
 class DeltaPlan:
-    """Read versions ``after + 1`` to ``to`` (``after`` None: the whole table at ``to``).
+    """Read versions ``after + 1`` to ``to`` (``after`` None: the whole table at ``to``);
+    ``latest``: the table's version when planned (past ``to`` when a cap left some).
 
     ``advance``: the plan's state is committed when the run succeeds.
     """
@@ -58,55 +148,125 @@ class DeltaPlan:
     after: int | None
     to: int
     advance: bool = False
+    latest: int | None = None
+    starting: str | None = None
 
     def state(self) -> DeltaState:
         """The bookmark to commit; it also pins the range for a replay."""
-        return DeltaState(table=self.table, version=self.to, from_version=self.after)
+        return DeltaState(table=self.table, version=self.to, from_version=self.after,
+                          starting=self.starting)
 
     @classmethod
     def pinned(cls, state: DeltaState) -> DeltaPlan:
         return cls(table=state.table, after=state.from_version, to=state.version,
-                   advance=True)
+                   advance=True, starting=state.starting)
 
     def counts(self) -> dict[str, int]:
         first = 0 if self.after is None else self.after + 1
-        return {"from_version": first, "to_version": self.to,
-                "versions": max(0, self.to - first + 1)}
+        found = {"from_version": first, "to_version": self.to,
+                 "versions": max(0, self.to - first + 1)}
+        if self.latest is not None and self.latest > self.to:
+            found["backlog"] = self.latest - self.to
+        return found
 
 
-def plan_delta(table: str, *, start: DeltaState | None, end: DeltaState | None = None,
+def plan_delta(source: DeltaSource, *, start: DeltaState | None, end: DeltaState | None = None,
                advance: bool) -> DeltaPlan:
-    """Pin the range: after ``start``'s version (everything when None) up to ``end``'s
-    version, or the table's current version.
+    """Pin the range: after ``start``'s version (without one: the starting position, or
+    the whole table) up to ``end``'s version, or the table's current version; when the
+    plan advances the bookmark, at most ``source``'s cap of whole versions.
 
     Raises:
-        TableNotFoundError: no Delta table at ``table``.
-        ChangesUnavailableError: the table is older than the bookmark (it was recreated).
+        TableNotFoundError: no Delta table at ``source.table``.
+        ChangesUnavailableError: the table is older than the bookmark (it was recreated),
+            or the starting position is not in its history.
     """
-    to = end.version if end is not None else log.snapshot(table).version
-    after = start.version if start is not None else None
-    if after is not None and after > to:
+    table = source.table
+    latest = end.version if end is not None else log.latest_version(table)
+    if start is not None:
+        after: int | None = start.version
+        starting = start.starting
+    else:
+        after, starting = _starting_point(source, latest), source.starting
+    if after is not None and after > latest:
         raise ChangesUnavailableError(
-            table, f"is at version {to}, before the bookmark's version {after}: it was "
+            table, f"is at version {latest}, before the bookmark's version {after}: it was "
             "recreated. Reset the reading context to read it in full.")
-    return DeltaPlan(table=table, after=after, to=to, advance=advance)
+    to = _capped(source, after, latest) if advance and after is not None else latest
+    return DeltaPlan(table=table, after=after, to=to, advance=advance, latest=latest,
+                     starting=starting)
+
+
+def _starting_point(source: DeltaSource, latest: int) -> int | None:
+    """The version before the first one a context without a bookmark reads (None: the
+    whole table, as of ``latest``)."""
+    if source.starting_version == "latest":
+        return latest
+    if isinstance(source.starting_version, int):
+        version = source.starting_version
+        if version > latest:
+            raise ChangesUnavailableError(
+                source.table, f"starting_version={version} is past its latest version "
+                f"{latest}. Give a version up to {latest}, or starting_version='latest'.")
+        if not log.has_commit(source.table, version):
+            raise ChangesUnavailableError(
+                source.table, f"starting_version={version}: its log entry is gone (log "
+                "retention). Give a later version, or read the table whole (no starting "
+                "position).")
+        return version - 1
+    when = source.starting_time
+    if when is None:
+        return None
+    commits = sorted(log.history(source.table), key=lambda c: c.version)
+    first = next((c for c in commits if c.timestamp >= when), None)
+    if first is None:
+        raise ChangesUnavailableError(
+            source.table, f"starting_timestamp={when.isoformat()} is after its latest commit "
+            f"(version {commits[-1].version} at {commits[-1].timestamp.isoformat()}). Give "
+            "an earlier time, or starting_version='latest' for what comes next.")
+    if first is commits[0] and first.version > 0 and first.timestamp > when:
+        raise ChangesUnavailableError(
+            source.table, f"starting_timestamp={when.isoformat()} is before its oldest kept "
+            f"commit (version {first.version} at {first.timestamp.isoformat()}; log "
+            "retention removed the ones before). Give a later time.")
+    return first.version - 1
+
+
+def _capped(source: DeltaSource, after: int, latest: int) -> int:
+    """The last version of ``after + 1 .. latest`` within the cap: whole versions, at
+    least one (a version whose log entry is gone counts as empty: reading it fails)."""
+    if source.bounded_files is None and source.bounded_size is None:
+        return latest
+    by_files = source.bounded_files is not None
+    cap = source.bounded_files if by_files else source.bounded_size
+    assert cap is not None
+    taken = 0
+    for version in range(after + 1, latest + 1):
+        added = log.added(source.table, version)
+        taken += 0 if added is None else added.files if by_files else added.bytes
+        if taken > cap and version > after + 1:
+            return version - 1
+    return latest
 
 
 class DeltaDescription(TypedDict, total=False):
-    """A Delta read as its run records it (``Run.sources``): the table; for a whole-table
-    read, the version asked for (None: the latest) and the version it read."""
+    """A Delta read as its run records it (``Run.sources``): the table and, for a tracked
+    read, its options (``DeltaSource.plain``); for a whole-table read, the version asked
+    for (None: the latest) and the version it read."""
 
     kind: str
     table: str
-    asked: int | None
     read: int
+    asked: int | None
+    options: dict[str, Any]
 
 
-def description(plan: DeltaPlan, *, tracked: bool, version: int | None) -> DeltaDescription:
+def description(plan: DeltaPlan, source: DeltaSource, *, tracked: bool, version: int | None
+                ) -> DeltaDescription:
     """What planning the read again needs, as plain data (``preflight``): a whole-table read
     also records the version it read (``version``: the one it was asked for, if any)."""
     if tracked:
-        return {"kind": SOURCE_KIND, "table": plan.table}
+        return {"kind": SOURCE_KIND, "table": plan.table, "options": source.plain()}
     return {"kind": SOURCE_KIND, "table": plan.table, "asked": version, "read": plan.to}
 
 
@@ -114,29 +274,28 @@ def new_items(context: str, description: DeltaDescription, bookmarks: Bookmarks,
               connections: Callable[[str], Any]) -> Backlog:
     """The versions a read described by ``description`` would find past ``context``'s
     bookmark (for a whole-table read: since the version it read, or 1 when the version
-    to read changed otherwise): ``framework.sources.SourceKind``."""
+    to read changed otherwise; a context without a bookmark has at least 1: its first run
+    records where it starts): ``framework.sources.SourceKind``."""
     state = bookmarks.state(context, SOURCE_KIND)
     if "read" in description:  # a whole-table read: anything other than what it read
         latest = description["asked"]
         if latest is None:
-            latest = log.snapshot(description["table"]).version
+            latest = log.latest_version(description["table"])
         read = description["read"]
         return Backlog(max(latest - read, int(latest != read)), "version")
-    return Backlog(plan_delta(description["table"], start=state, advance=False
-                              ).counts()["versions"], "version")
+    options = DeltaSource.from_plain(description.get("options") or description)
+    versions = plan_delta(options, start=state, advance=False).counts()["versions"]
+    return Backlog(versions if state is not None else max(versions, 1), "version")
 
 
 def read_delta(engine: DeltaEngine, plan: DeltaPlan, *, change_feed: bool | None) -> DataFrame:
     """The rows the plan covers (see the module docstring)."""
-    if change_feed is None:
-        change_feed = log.snapshot(plan.table, version=plan.to).configuration.get(
-            "delta.enableChangeDataFeed") == "true"
-    if plan.after is not None and plan.after < plan.to:
+    if plan.after is not None:  # (change_feed None: the engine asks the table once)
         return engine.read_changes(plan.table, after=plan.after, to=plan.to,
                                    change_feed=change_feed)
     df = engine.read(plan.table, version=plan.to)
-    if plan.after is not None:
-        df = df.limit(0)
+    if change_feed is None:
+        change_feed = log.change_feed_on(plan.table, plan.to)
     return _as_inserts(df, plan.to) if change_feed else df
 
 
