@@ -3,7 +3,7 @@
     python -m tests.benchmarks [--ci] [delta_io] [delta_changes] [state_store] [state_size]
                                [state_load] [incremental_files] [files_scale] [s3_files] [noop]
                                [workflow] [jdbc] [relationalize] [quality] [ui]
-                               [iceberg_source] [connect_files]
+                               [iceberg_source] [connect_files] [delta_planning]
 
 Without ``--ci``, at the sizes docs/benchmarks.md quotes. ``--ci`` (.ci/run) runs those of
 CI_BENCHMARKS (unless others are named) with less data and fewer rounds (CI_SIZES: the
@@ -19,18 +19,20 @@ import time
 
 BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "state_load",
               "incremental_files", "files_scale", "s3_files", "noop", "workflow", "jdbc",
-              "relationalize", "quality", "ui", "iceberg_source", "connect_files")
+              "relationalize", "quality", "ui", "iceberg_source", "connect_files",
+              "delta_planning")
 
 #: what CI runs (about 3 minutes on a slow 2-core machine): deltamark's own cost of a run,
 #: which a change anywhere can raise and no test times: the state store's read and commit,
-#: a run with nothing new (a whole process), the read-only commands, the operations page.
+#: a run with nothing new (a whole process), the read-only commands, the operations page,
+#: planning a Delta source (a big upstream table against a small one).
 #: The others weigh Spark's work against Spark's (the Delta paths, incremental files and
 #: S3 against Structured Streaming, JDBC, Relationalize, gates, Connect, workflows,
 #: Iceberg) or load the machine (a wave of runs, a million files): at CI's sizes their
 #: figures swung with the machine, and they took 18 of a slow CI's 21 benchmark minutes.
 #: An issue touching them runs them by hand, at full size (docs/benchmarks.md), or
 #: ``--ci NAME`` at CI's.
-CI_BENCHMARKS = ("state_store", "noop", "ui")
+CI_BENCHMARKS = ("state_store", "noop", "ui", "delta_planning")
 
 #: CI's sizes (in brackets, the full ones; then what a size showed).
 #: Kept: bench_jdbc's and bench_iceberg_source's tables (5 and 10 million rows: at 2 and 4
