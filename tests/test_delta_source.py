@@ -290,6 +290,14 @@ def test_a_capped_backlog_drains_in_whole_versions_and_the_backlog_falls_to_0(ws
     assert ids_in(ws, target) == list(range(21))
     assert ws.run("capped").status == "skipped"
 
+    for i in range(21, 35):  # 14 more: one command drains them, run after run
+        append(source, [i])
+    said = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "run", "capped",
+                                    "--until-caught-up", "--json"])
+    assert said.exit_code == 0, said.output
+    assert [r["inputs"]["src"].get("backlog", 0) for r in json.loads(said.stdout)] == [8, 2, 0]
+    assert ids_in(ws, target) == list(range(35))
+
 
 def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
     from framework.ops import admin

@@ -53,7 +53,12 @@ def run(
     force: Annotated[bool, typer.Option(
         help="Run even when nothing is new (by default such a run is recorded as skipped "
              "without starting Spark).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    until_caught_up: Annotated[bool, typer.Option(
+        help="Run again, in this process, while a run leaves a backlog (bounded_files, "
+             "bounded_size: what a capped run left).")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the report as JSON (with --until-caught-up, an array).")
+    ] = False,
 ) -> None:
     """Run JOB once: read what its bookmarks have not seen, write, commit the bookmarks.
 
@@ -85,13 +90,25 @@ def run(
             # with --json, stdout is the report alone: what the job prints goes to stderr
             with run_progress(terminal=sys.stderr.isatty() and not as_json), \
                     contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
-                report = run_job(settings, job, bookmark=bookmark, bookmark_from=bookmark_from,
-                                 bookmark_to=bookmark_to, args=args, dry_run=dry_run,
-                                 force=force, spec=spec,
-                                 workflow=WorkflowRun(workflow, workflow_run_id, properties))
+                reports: list[RunReport] = []
+                while not reports or (until_caught_up and _behind(reports[-1])):
+                    reports.append(run_job(
+                        settings, job, bookmark=bookmark, bookmark_from=bookmark_from,
+                        bookmark_to=bookmark_to, args=args, dry_run=dry_run, force=force,
+                        spec=spec, workflow=WorkflowRun(workflow, workflow_run_id, properties)))
+                    if not as_json:
+                        typer.echo(_text(reports[-1]))
         finally:
             signal.signal(signal.SIGTERM, previous)
-    typer.echo(json.dumps(asdict(report), default=str) if as_json else _text(report))
+    if as_json:
+        found = [asdict(r) for r in reports]
+        typer.echo(json.dumps(found if until_caught_up else found[0], default=str))
+
+
+def _behind(report: "RunReport") -> bool:
+    """Whether a run succeeded and left a backlog (a capped read's rest)."""
+    return report.status == "succeeded" and not report.dry_run and any(
+        counts.get("backlog") for counts in report.inputs.values())
 
 
 def _on_server(settings: Settings, argv: tuple[str, ...]) -> int | None:
