@@ -169,7 +169,9 @@ def read_db(ctx: JobContext):
         transformation_ctx=p.get("ctx", "db"), keys=[k for k in p.get("keys", "").split(",") if k],
         sort_order=p.get("order", "asc"), lookback=lookback,
         partition_column=p.get("partition_column"),
-        num_partitions=int(p["num_partitions"]) if "num_partitions" in p else None)
+        num_partitions=int(p["num_partitions"]) if "num_partitions" in p else None,
+        initial_value=p.get("initial_value"), end_value=p.get("end_value"),
+        bounded_rows=int(p["bounded_rows"]) if "bounded_rows" in p else None)
 
 
 class TableCopy(IncrementalJob):

@@ -331,10 +331,11 @@ def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
 
     for args, error in [
             (["--version", "9"], f"--version 9: {source} has versions 0 to 4"),
-            (["--version", "1", "--latest"], "give --version N or --latest"),
-            ([], "give --version N or --latest")]:
+            (["--version", "1", "--latest"], "--version/--latest/--value: give exactly one"),
+            ([], "--version/--latest/--value: give exactly one"),
+            (["--value", "7"], "context src reads a delta source, not a database")]:
         assert error in deltamark("bookmarks", "set", "copy", "--ctx", "src", *args,
-                                  code=1 if "versions" in error else 2)
+                                  code=2 if "give" in error else 1)
     assert "has no bookmark yet: name its table with --table" in deltamark(
         "bookmarks", "set", "copy", "--ctx", "other", "--latest", code=1)
 

@@ -71,6 +71,47 @@ def test_rows_sharing_the_boundary_key_are_neither_lost_nor_read_twice(ws, datab
     assert "at that value   : 2 rows read, by id; others at it are read next" in shown.output
 
 
+def test_a_new_context_starts_at_its_initial_value_drains_a_cap_and_backfills_apart(
+        ws, database):
+    database.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts TIMESTAMP NOT NULL)",
+                     "INSERT INTO events VALUES (?, ?)",
+                     rows=[(i, T.format(i // 2)) for i in range(1, 21)])  # ts in pairs
+    declare(ws, database, table="events", keys="ts", initial_value=T.format(5),
+            bounded_rows="4")
+    runs = [ws.run().inputs["db"] for _ in range(3)]
+    assert runs == [{"rows": 4, "backlog": 7}, {"rows": 4, "backlog": 3}, {"rows": 3}]
+    assert rows_read(ws.run()) == 0
+    assert target(ws, "id") == [(i,) for i in range(10, 21)]
+    position = state(ws)["position"]
+
+    declare(ws, database, table="events", keys="ts", initial_value=T.format(0),
+            end_value=T.format(5))  # the rows before the first run's start, apart
+    assert rows_read(ws.run()) == 9
+    assert state(ws)["position"] == position
+    declare(ws, database, table="events", keys="ts", initial_value=T.format(5),
+            bounded_rows="4")
+    assert rows_read(ws.run()) == 0
+    assert target(ws, "id") == [(i,) for i in range(1, 21)]
+
+    database.execute("INSERT INTO events VALUES (?, ?)",
+                     rows=[(21, T.format(10)), (22, T.format(11)), (23, T.format(12)),
+                           (24, T.format(12))])
+    cli = CliRunner()
+    said = cli.invoke(app, ["--conf-dir", str(ws.conf), "bookmarks", "set", "copy", "--ctx",
+                            "db", "--value", T.format(11)])
+    assert said.exit_code == 0 and f"set db: ts = {T.format(11)} of " in said.output
+    assert rows_read(ws.run()) == 2  # as if rows up to ts 11 had been read: 23 and 24
+    said = cli.invoke(app, ["--conf-dir", str(ws.conf), "bookmarks", "set", "copy", "--ctx",
+                            "db", "--value", "1", "--value", "2"])
+    assert said.exit_code == 1 and "give one value per bookmark key of db (ts)" in said.output
+
+    for params, said in [({"end_value": T.format(5)}, "end_value needs initial_value"),
+                         ({"bounded_rows": "0"}, "bounded_rows must be a positive integer")]:
+        declare(ws, database, table="events", keys="ts", **params)
+        with pytest.raises(JobFailedError, match=said):
+            ws.run()
+
+
 def test_rows_inserted_during_a_run_wait_for_the_next_run(ws, database):
     database.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, ts TIMESTAMP NOT NULL)",
                      "INSERT INTO events VALUES (?, ?)", rows=[(1, T.format(0)), (2, T.format(1))])

@@ -88,27 +88,31 @@ def reset(
 def set_bookmark(
     ctx: typer.Context,
     job: Annotated[str, typer.Argument(help="The job.")],
-    context: Annotated[str, typer.Option("--ctx", help="The context (a Delta source's).")],
+    context: Annotated[str, typer.Option("--ctx", help="The context.")],
     version: Annotated[int | None, typer.Option(
-        help="As if a run had read the table through this version.", min=0)] = None,
+        help="A Delta context: as if a run had read the table through this version.", min=0)
+    ] = None,
     latest: Annotated[bool, typer.Option(
-        "--latest", help="As if a run had read the table through its latest version.")
+        "--latest", help="A Delta context: as if a run had read through the latest version.")
     ] = False,
+    value: Annotated[list[str] | None, typer.Option(
+        help="A database context: as if a run had read the rows up to this value of its "
+             "bookmark key (one per key, in order, for several).")] = None,
     table: Annotated[str | None, typer.Option(
-        help="The context's Delta table, when it has no bookmark yet.")] = None,
+        help="A Delta context's table, when it has no bookmark yet.")] = None,
 ) -> None:
-    """Set a Delta context's bookmark without running JOB; the next run reads the versions
-    after it. Recorded as a run: rewinding to the run before it undoes it."""
-    if (version is None) == (not latest):
-        raise typer.BadParameter("give --version N or --latest (one of them)",
-                                 param_hint="--version / --latest")
+    """Set a context's bookmark without running JOB; the next run reads what comes after
+    it. Recorded as a run: rewinding to the run before it undoes it."""
+    if [version is not None, latest, bool(value)].count(True) != 1:
+        raise typer.BadParameter("give exactly one", param_hint="--version/--latest/--value")
     with library_errors(ctx):
         before = [r for r in options(ctx).store().runs(job)
                   if r.status == "succeeded" and r.mode == "enable"]
         run = admin.set_bookmark(options(ctx).settings(), job, context=context,
-                                 version="latest" if latest else version or 0, table=table)
+                                 version="latest" if latest else version, values=value or (),
+                                 table=table)
     typer.echo(f"{job}: run {run.run_seq} ({run.run_id}) set {run.arguments[admin.SET_BOOKMARK]}"
-               "; the next run reads the versions after it.")
+               "; the next run reads what comes after it.")
     typer.echo("  to undo: deltamark bookmarks " + (
         f"rewind {job} --ctx {context} --to-run {before[-1].run_id}" if before
         else f"reset {job} --ctx {context}"))

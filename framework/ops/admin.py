@@ -35,7 +35,7 @@ from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
 from framework.sources import delta as delta_source
 from framework.sources import files
-from framework.sources.bookmark_codec import decode, encode
+from framework.sources.bookmark_codec import BookmarkState, decode, encode
 from framework.state.table_io import open_store, settings_store
 from framework.storage.lease import job_lease
 from state_tables.model import Bookmark, ProcessedFile, Run, RunOutput, Watermark
@@ -205,51 +205,84 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
 
 
 def set_bookmark(settings: Settings, job: str, *, context: str,
-                 version: int | Literal["latest"], table: str | None = None) -> Run:
-    """Set a Delta context's bookmark without running the job, as if a run had read its
-    table through ``version`` (or its latest version): the next run reads the versions
-    after it. Recorded as a run of its own (succeeded, in enable mode; ``SET_BOOKMARK``
-    among its arguments), so that a rewind to the run before it undoes it. ``table``: the
-    context's table, needed only when it has no bookmark yet.
+                 version: int | Literal["latest"] | None = None, values: Sequence[str] = (),
+                 table: str | None = None) -> Run:
+    """Set a context's bookmark without running the job: a Delta context's as if a run had
+    read its table through ``version`` (or its latest version; ``table`` needed only when
+    the context has no bookmark yet), a database context's as if a run had read the rows
+    up to its keys' ``values``. The next run reads what comes after. Recorded as a run of
+    its own (succeeded, in enable mode; ``SET_BOOKMARK`` among its arguments), so that a
+    rewind to the run before it undoes it.
 
     Raises:
-        RewindError: not a Delta context, no table known, a version the table does not have.
+        RewindError: the context's source is of another kind, no table known, a version
+            the table does not have, not one value per key.
         TableNotFoundError: no Delta table there.
     """
     store = settings_store(settings)
     require_job(settings, job)
     with job_lease(settings.state_root, job, f"set the bookmark of {context}"):
         current = next(iter(store.bookmarks(job, context=context)), None)
-        if current is not None and current.source_kind != delta_source.SOURCE_KIND:
-            raise RewindError(job, f"context {context} reads a {current.source_kind} source; "
-                              "bookmarks set takes Delta contexts only. Nothing was changed.")
-        state = None if current is None else decode(current.source_kind, current.state)
-        assert state is None or isinstance(state, delta_source.DeltaState)
-        table = table or (state.table if state else None)
-        if table is None:
-            raise RewindError(job, f"context {context} has no bookmark yet: name its table "
-                              "with --table. Nothing was changed.")
-        latest = log.version_at(table)
-        wanted = latest if version == "latest" else version
-        if not 0 <= wanted <= latest:
-            raise RewindError(job, f"--version {wanted}: {table} has versions 0 to {latest}. "
-                              "Nothing was changed.")
+        state, said = (_database_position(job, context, current, values) if values else
+                       _delta_position(job, context, current, version, table))
         runs = store.runs(job)
         last = runs[-1] if runs else None
         now = datetime.now(UTC)
-        said = f"{context}: version {wanted} of {table}"
         run = Run(job=job, run_id=uuid.uuid4().hex,
                   run_seq=max((r.run_seq for r in runs), default=0) + 1, status="succeeded",
-                  mode="enable", started_at=now, ended_at=now, arguments={SET_BOOKMARK: said},
+                  mode="enable", started_at=now, ended_at=now,
+                  arguments={SET_BOOKMARK: f"{context}: {said}"},
                   # as planned, the job's last run would find what comes after the bookmark
                   fingerprint=last.fingerprint if last else None,
                   sources=last.sources if last else {})
-        new = delta_source.DeltaState(table, wanted, starting=state.starting if state else None)
         _supersede_unfinished(store, runs)
         store.record_run(run, bookmarks=[Bookmark(
             job=job, context=context, run_id=run.run_id, run_seq=run.run_seq,
-            source_kind=delta_source.SOURCE_KIND, state=encode(new), committed_at=now)])
+            source_kind=state.kind, state=encode(state), committed_at=now)])
     return run
+
+
+def _delta_position(job: str, context: str, current: Bookmark | None,
+                    version: int | Literal["latest"] | None, table: str | None
+                    ) -> tuple[delta_source.DeltaState, str]:
+    if current is not None and current.source_kind != delta_source.SOURCE_KIND:
+        raise RewindError(job, f"context {context} reads a {current.source_kind} source, not "
+                          "a Delta table: --version and --latest are a Delta context's. "
+                          "Nothing was changed.")
+    state = None if current is None else decode(current.source_kind, current.state)
+    assert state is None or isinstance(state, delta_source.DeltaState)
+    table = table or (state.table if state else None)
+    if table is None:
+        raise RewindError(job, f"context {context} has no bookmark yet: name its table with "
+                          "--table. Nothing was changed.")
+    latest = log.latest_version(table)
+    wanted = latest if version in (None, "latest") else version
+    assert isinstance(wanted, int)
+    if not 0 <= wanted <= latest:
+        raise RewindError(job, f"--version {wanted}: {table} has versions 0 to {latest}. "
+                          "Nothing was changed.")
+    return (delta_source.DeltaState(table, wanted, starting=state.starting if state else None),
+            f"version {wanted} of {table}")
+
+
+def _database_position(job: str, context: str, current: Bookmark | None,
+                       values: Sequence[str]) -> tuple[BookmarkState, str]:
+    from framework.sources.jdbc import SOURCE_KIND, JdbcState, Position
+
+    if current is None or current.source_kind != SOURCE_KIND:
+        why = ("has no bookmark yet: run the job once (read_jdbc's initial_value sets where "
+               "a first run starts)" if current is None
+               else f"reads a {current.source_kind} source, not a database")
+        raise RewindError(job, f"context {context} {why}; --value sets a database context's "
+                          "bookmark. Nothing was changed.")
+    state = decode(current.source_kind, current.state)
+    assert isinstance(state, JdbcState)
+    if len(values) != len(state.keys):
+        raise RewindError(job, f"--value: give one value per bookmark key of {context} "
+                          f"({', '.join(state.keys)}), in that order. Nothing was changed.")
+    position = Position(tuple(values))
+    return (dataclasses.replace(state, position=position, from_=None, where="1=0", rows=0),
+            f"{', '.join(state.keys)} = {', '.join(values)} of {state.source}")
 
 
 def _supersede_unfinished(store: StateStore, runs: Sequence[Run]) -> None:

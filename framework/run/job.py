@@ -216,7 +216,8 @@ class JobContext:
         primary_key: str | Sequence[str] = (), lookback: int | float | timedelta | None = None,
         partition_column: str | None = None, num_partitions: int | None = None,
         lower_bound: Any = None, upper_bound: Any = None, fetch_size: int = 50_000,
-        options: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None, initial_value: Any = None,
+        end_value: Any = None, bounded_rows: int | None = None,
     ) -> DataFrame:
         """Read the rows of a database ``table`` (or a SELECT ``query``) past the bookmark,
         up to the last row when the read is planned; none lost or read twice.
@@ -229,6 +230,12 @@ class JobContext:
             lookback: re-read rows this far behind the bookmark, for updates (``merge`` them).
             partition_column, num_partitions, lower_bound, upper_bound, fetch_size, options:
                 Spark's JDBC reader options (a numeric first key: 100,000 rows a partition).
+            initial_value: where a context without a bookmark starts: rows whose first key
+                is at or past it (dlt's ``initial_value``).
+            end_value: with ``initial_value``, a backfill of the rows before it; such a
+                read neither reads nor moves the bookmark.
+            bounded_rows: about this many rows a run, in key order (whole key values);
+                later runs read the rest.
 
         Raises:
             MissingContextError, SourceError (names the database, never the password)
@@ -238,7 +245,8 @@ class JobContext:
             keys=_as_tuple(keys), order=sort_order, primary_key=_as_tuple(primary_key),
             lookback=lookback, partition_column=partition_column,
             num_partitions=num_partitions, lower_bound=lower_bound, upper_bound=upper_bound,
-            fetch_size=fetch_size, options=_texts(options))
+            fetch_size=fetch_size, options=_texts(options), initial_value=initial_value,
+            end_value=end_value, bounded_rows=bounded_rows)
         return self._run.reads.jdbc(source, connection=connection,
                                    transformation_ctx=transformation_ctx, bookmark=bookmark)
 

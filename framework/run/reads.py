@@ -224,7 +224,7 @@ class RunReads:
             raise SourceError(self.job_name, context, "; ".join(problems))
         try:
             plan = self.plan.plan(
-                context, jdbc.SOURCE_KIND, tracked=bookmark,
+                context, jdbc.SOURCE_KIND, tracked=bookmark and not source.backfill,
                 # a JDBC context pins its JdbcState (no files), so run_plan has one to give
                 pinned=lambda read: jdbc.JdbcPlan.pinned(cast(jdbc.JdbcState, read.state)),
                 plan=lambda start, end, advance: jdbc.plan_jdbc(
@@ -235,7 +235,8 @@ class RunReads:
         self.plan.add(SourceRead(
             context, jdbc.SOURCE_KIND, plan.counts(), plan.state() if plan.advance else None,
             rereads=plan.lookback, nothing=not plan.rows,
-            description=jdbc.description(connection, source, plan) if bookmark else None))
+            description=jdbc.description(connection, source, plan)
+            if bookmark and not source.backfill else None))
         self.log.info("%s: %d rows of %s", context, plan.rows, plan.source)
         return self._read(context, [Dataset.in_database(source.connection,
                                                         source.table or source.relation)], df)

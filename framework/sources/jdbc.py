@@ -12,6 +12,11 @@ keys, with ``desc`` lower ones. The keys default to the table's primary key.
   before the bookmark, so an ``updated_at`` key also sees updated rows and late commits.
   Those rows are read again: write them with ``mode="merge"`` on the primary key.
 - Rows whose bookmark keys are NULL are never read.
+- A context without a bookmark starts at ``initial_value`` of the first key (that value
+  included), as dlt's ``initial_value``; with ``end_value`` too the read is a backfill of
+  that range (the end excluded) that neither reads nor moves the bookmark.
+- ``bounded_rows`` caps a run at about that many rows in key order (whole key values: the
+  rows sharing the last one's come along); later runs read the rest.
 
 The few queries a plan needs (columns, primary key, the range's end, its row count) run on
 the Spark driver's JVM through the JDBC driver; the rows come through Spark's JDBC reader.
@@ -69,6 +74,9 @@ class JdbcSource:
     upper_bound: Any = None
     fetch_size: int = 50_000
     options: Mapping[str, str] = field(default_factory=dict)
+    initial_value: Any = None
+    end_value: Any = None
+    bounded_rows: int | None = None
 
     @property
     def display(self) -> str:
@@ -101,7 +109,23 @@ class JdbcSource:
             problems.append("give both lower_bound and upper_bound, or neither")
         if self.partition_column and self.num_partitions is None:
             problems.append("partition_column needs num_partitions")
+        if self.end_value is not None and self.initial_value is None:
+            problems.append("end_value needs initial_value (a backfill of that key range)")
+        if self.bounded_rows is not None and (
+                not isinstance(self.bounded_rows, int) or isinstance(self.bounded_rows, bool)
+                or self.bounded_rows < 1):
+            problems.append(f"bounded_rows must be a positive integer, not "
+                            f"{self.bounded_rows!r}")
+        elif self.bounded_rows is not None and self.end_value is not None:
+            problems.append("bounded_rows does not cap a backfill (end_value): it is read in "
+                            "one run")
         return problems
+
+    @property
+    def backfill(self) -> bool:
+        """A read of the range ``initial_value`` to ``end_value`` that leaves the bookmark
+        alone."""
+        return self.end_value is not None
 
 
 
@@ -169,6 +193,8 @@ class JdbcPlan:
     advance: bool = False
     #: the key and row-id columns as the database types them (not in a replay's plan)
     columns: tuple[Column, ...] = ()
+    #: the rows a cap (``bounded_rows``) left for later runs
+    backlog: int = 0
 
     def state(self) -> JdbcState:
         """The bookmark to commit; it also pins the rows for a replay."""
@@ -185,7 +211,8 @@ class JdbcPlan:
                    advance=True, partitioning=state.partitioning)
 
     def counts(self) -> dict[str, int]:
-        return {"rows": self.rows}
+        return {"rows": self.rows, "backlog": self.backlog} if self.backlog else {
+            "rows": self.rows}
 
 
 
@@ -193,8 +220,9 @@ class JdbcPlan:
 
 def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: JdbcState | None,
               end: JdbcState | None = None, advance: bool) -> JdbcPlan:
-    """Pin the rows after ``start``'s position (all when None) up to ``end``'s position, or
-    up to the source's last row now.
+    """Pin the rows after ``start``'s position (when None: from ``initial_value``, or all)
+    up to ``end``'s position, or up to the source's last row now (``end_value``: before
+    it; ``bounded_rows``: about that many rows on).
 
     Raises:
         DatabaseError: the connection or a query failed, a key column does not exist,
@@ -214,10 +242,16 @@ def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: JdbcState | Non
         row_id = [_column(by_name, name, source) for name in primary_key] or keys
         sql = _Sql(source.connection.dialect, keys, row_id, source.order)
         after = _checked_position(start, source, sql)
+        bounds = sql.bounds(None if after else source.initial_value, source.end_value)
         to = (_checked_position(end, source, sql) if end is not None
-              else _pin_end(db, source, sql, after))
-        where = " AND ".join([*sql.not_null(), sql.after(after, source.lookback),
+              else _pin_end(db, source, sql, after, bounds))
+        where = " AND ".join([*sql.not_null(), *bounds, sql.after(after, source.lookback),
                               sql.up_to(to)])
+        backlog = 0
+        if source.bounded_rows is not None and end is None and to is not None:
+            backlog = int(cast(str, db.rows(
+                f"SELECT COUNT(*) FROM {source.relation} WHERE "
+                f"{' AND '.join([*sql.not_null(), *bounds, sql.after(to, None)])}")[0][0]))
         partition = (_column(by_name, source.partition_column, source)
                      if source.partition_column else
                      keys[0] if source.num_partitions or keys[0].numeric else None)
@@ -226,7 +260,8 @@ def plan_jdbc(spark: SparkSession, source: JdbcSource, *, start: JdbcState | Non
     return JdbcPlan(source=source.display, keys=sql.key_names, order=source.order,
                     row_id=sql.row_id_names, after=after, to=to, where=where, rows=rows,
                     partitioning=partitioning, lookback=source.lookback is not None,
-                    advance=advance, columns=tuple(dict.fromkeys([*keys, *row_id])))
+                    advance=advance, columns=tuple(dict.fromkeys([*keys, *row_id])),
+                    backlog=backlog)
 
 
 def _column(by_name: Mapping[str, Column], name: str, source: JdbcSource) -> Column:
@@ -251,20 +286,18 @@ def _checked_position(state: JdbcState | None, source: JdbcSource, sql: _Sql
     return position
 
 
-def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
-             ) -> Position | None:
-    """The last position now, at or past ``after`` (``after`` when no row is past it)."""
-    conditions = [*sql.not_null(), *([sql.at_or_past(after)] if after else [])]
-    values: list[str] = []
-    aggregate = "MAX" if source.order == "asc" else "MIN"
-    for key in sql.keys:
-        rows = db.rows(f"SELECT {aggregate}({sql.quote(key.name)}) FROM "
-                       f"{source.relation} WHERE {' AND '.join(conditions)}")
-        value = rows[0][0] if rows else None
-        if value is None:
-            return after
-        values.append(value)
-        conditions.append(f"{sql.quote(key.name)} = {sql.literal(value, key)}")
+def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None,
+             bounds: Sequence[str]) -> Position | None:
+    """The last position now, at or past ``after`` (``after`` when no row is past it)
+    within ``bounds``; with ``bounded_rows``, that of the bounded_rows-th row past it."""
+    values = _nth_values(db, source, sql, [*sql.not_null(), *bounds, sql.after(after, None)])
+    if values is None:
+        values = _last_values(db, source, sql, [*sql.not_null(), *bounds, *(
+            [sql.at_or_past(after)] if after else [])])
+    if values is None:
+        return after
+    conditions = [*sql.not_null(), *(f"{sql.quote(key.name)} = {sql.literal(value, key)}"
+                                     for key, value in zip(sql.keys, values, strict=True))]
     boundary: tuple[tuple[str, ...], ...] = ()
     if sql.needs_boundary and source.lookback is None:
         ids = ", ".join(sql.quote(c.name) for c in sql.row_id)
@@ -276,6 +309,36 @@ def _pin_end(db: Database, source: JdbcSource, sql: _Sql, after: Position | None
                                 "column to keys), or read with lookback and merge")
         boundary = tuple(sorted(tuple(v or "" for v in row) for row in rows))
     return Position(tuple(values), boundary)
+
+
+def _last_values(db: Database, source: JdbcSource, sql: _Sql, conditions: list[str]
+                 ) -> list[str] | None:
+    """The keys' values of the last row in key order among ``conditions``' (None: none)."""
+    values: list[str] = []
+    aggregate = "MAX" if source.order == "asc" else "MIN"
+    for key in sql.keys:
+        rows = db.rows(f"SELECT {aggregate}({sql.quote(key.name)}) FROM "
+                       f"{source.relation} WHERE {' AND '.join(conditions)}")
+        value = rows[0][0] if rows else None
+        if value is None:
+            return None
+        values.append(value)
+        conditions = [*conditions, f"{sql.quote(key.name)} = {sql.literal(value, key)}"]
+    return values
+
+
+def _nth_values(db: Database, source: JdbcSource, sql: _Sql, conditions: list[str]
+                ) -> list[str] | None:
+    """The keys' values of the bounded_rows-th row in key order among ``conditions``'
+    (None: no cap, or fewer rows)."""
+    if source.bounded_rows is None:
+        return None
+    keys = ", ".join(sql.quote(k.name) for k in sql.keys)
+    order = ", ".join(f"{sql.quote(k.name)} {source.order.upper()}" for k in sql.keys)
+    rows = db.rows(dialect.nth_row(
+        source.connection.dialect, f"SELECT {keys} FROM {source.relation} WHERE "
+        f"{' AND '.join(conditions)} ORDER BY {order}", source.bounded_rows))
+    return [cast(str, v) for v in rows[0]] if rows else None
 
 
 def _count(db: Database, source: JdbcSource, where: str, partition: Column | None, *,
@@ -369,6 +432,14 @@ class _Sql:
                                for c, v in zip(self.row_id, i, strict=True)) + ")"
             for i in ids) + ")"
 
+    def bounds(self, initial: Any, end: Any) -> list[str]:
+        """The first key from ``initial`` (included) and before ``end``, where given."""
+        key, found = self.keys[0], []
+        for value, op in ((initial, f"{self.past}="), (end, self.before)):
+            if value is not None:
+                found.append(f"{self.quote(key.name)} {op} {self.literal(_text(value), key)}")
+        return found
+
     def at_or_past(self, position: Position) -> str:
         return self._compare(position.values, self.past, inclusive=True)
 
@@ -395,6 +466,13 @@ class _Sql:
             return self._compare(position.values, self.before, inclusive=True)
         return (f"({self._compare(position.values, self.before)} OR "
                 f"({self._equal(position.values)} AND {self._among(position.boundary)}))")
+
+
+def _text(value: Any) -> str:
+    """A value a job gave (a number, date, time or text) as the database's text of it."""
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    return value.isoformat() if isinstance(value, date) else str(value)
 
 
 def _is_number(value: str) -> bool:
