@@ -243,6 +243,27 @@ def _state(path, version):
     return DeltaState(table=path, version=version)
 
 
+@pytest.mark.parametrize("name", TABLES)
+def test_reference_tables_are_described_from_the_log_as_delta_rs_loads_them(references, name):
+    """A read's schema, partitioning, configuration and features, from the commits and the
+    checkpoint's two columns: as delta-rs says them having loaded the table, at each
+    version."""
+    import importlib
+    import json
+
+    from framework.delta.log import snapshot
+
+    described = importlib.import_module("framework.delta.log.history")._described
+    path, first = references(name)
+    for version in range(first, table_version(path) + 1):
+        told, loaded = described(path, version), snapshot(path, version=version)
+        assert told is not None, (name, version)
+        assert (json.loads(told.schema_json), told.partition_columns, told.configuration,
+                told.reader_features) == (json.loads(loaded.schema_json),
+                                          loaded.partition_columns, loaded.configuration,
+                                          loaded.reader_features), (name, version)
+
+
 def test_a_change_feed_read_gives_delta_spark_s_commit_times(spark, references, delta_path):
     path, first = references("change_feed_deletion_vectors")
     engine = delta_engine(spark, mode=delta_path)

@@ -47,6 +47,9 @@ def snapshot(
     Raises:
         TableNotFoundError, VersionNotFoundError
     """
+    if not files and version is not None and timestamp is None and (
+            found := _described(path, version)) is not None:
+        return found
     table = _at(path, version, timestamp)
     metadata = table.metadata()
     protocol = table.protocol()
@@ -59,6 +62,59 @@ def snapshot(
         reader_features=frozenset(protocol.reader_features or ()),
         configuration=dict(metadata.configuration),
     )
+
+
+def _described(path: str, version: int) -> Snapshot | None:
+    """The table at ``version`` without its files, from the log alone: the newest
+    metadata and protocol actions in the commits from ``version`` back to the last
+    checkpoint, else in that checkpoint (a single Parquet file: its two columns only).
+    delta-rs loads every file's entry to say the same. None when the log has it another
+    way (a multi-part or v2 checkpoint, a checkpoint past ``version``, a commit gone)."""
+    path = check_path(path)
+    checkpoint = _checkpointed(path)
+    stop = checkpoint if checkpoint is not None and checkpoint <= version else -1
+    actions: dict[str, Any] = {}
+    for at in range(version, stop, -1):
+        entry = storage.read_bytes(_log_entry(path, at))
+        if entry is None:
+            return None
+        for line in entry.splitlines():
+            head = line[:16]
+            if (b'"metaData"' in head or b'"protocol"' in head) and (
+                    (action := json.loads(line)).keys() - actions.keys()):
+                actions = {**action, **actions}  # the newer one of each kind stands
+        if {"metaData", "protocol"} <= actions.keys():
+            break
+    if not {"metaData", "protocol"} <= actions.keys() and stop >= 0:
+        if (older := _checkpoint_actions(path, stop)) is None:
+            return None
+        actions = {**older, **actions}
+    if not {"metaData", "protocol"} <= actions.keys():
+        return None
+    meta, protocol = actions["metaData"], actions["protocol"]
+    return Snapshot(path=path, version=version, schema_json=meta["schemaString"],
+                    partition_columns=tuple(meta.get("partitionColumns") or ()), files=(),
+                    reader_features=frozenset(protocol.get("readerFeatures") or ()),
+                    configuration=dict(meta.get("configuration") or {}))
+
+
+def _checkpoint_actions(path: str, version: int) -> dict[str, Any] | None:
+    """The metadata and protocol actions of the single-file checkpoint at ``version``."""
+    import pyarrow.parquet as pq
+
+    uri = storage.join(path, "_delta_log", f"{version:020d}.checkpoint.parquet")
+    if not storage.exists(uri):
+        return None
+    fs, base, _ = storage.filesystem(uri)
+    rows = pq.read_table(base, columns=["metaData", "protocol"], filesystem=fs)
+    found: dict[str, Any] = {}
+    for kind in ("metaData", "protocol"):  # one row holds each, the others are null
+        column = rows[kind].combine_chunks()
+        if len(at := pc.indices_nonzero(column.is_valid())):
+            found[kind] = column[at[0].as_py()].as_py()
+    if "metaData" in found:  # Parquet gives a map as (key, value) pairs
+        found["metaData"]["configuration"] = dict(found["metaData"].get("configuration") or ())
+    return found
 
 
 def version_at(path: str, *, version: int | None = None,
@@ -189,7 +245,7 @@ def has_commit(path: str, version: int) -> bool:
 
 def change_feed_on(path: str, version: int) -> bool:
     """Whether the table had its Change Data Feed on at ``version``."""
-    configuration = _open(path, version).metadata().configuration
+    configuration = snapshot(path, version=version, files=False).configuration
     return configuration.get("delta.enableChangeDataFeed") == "true"
 
 
