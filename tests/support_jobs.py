@@ -362,13 +362,15 @@ class FilesToIceberg(IncrementalJob):
 
 class IcebergToIceberg(IncrementalJob):
     """An Iceberg table read incrementally (``changes``: its changelog, updates paired on
-    ``id``) -> another, merged on ``id`` (deletes left out)."""
+    ``id``; ``read``: read_iceberg's other options, as JSON) -> another, merged on ``id``
+    (deletes left out)."""
 
     def run(self, ctx):
         changes = ctx.params.get("changes") == "true"
         df = ctx.read_iceberg(ctx.params["source"], transformation_ctx="src", changes=changes,
                               keys=["id"] if changes else (),
-                              expired=ctx.params.get("expired", "fail"))
+                              expired=ctx.params.get("expired", "fail"),
+                              **json.loads(ctx.params.get("read", "{}")))
         if changes:
             from pyspark.sql import functions as F
 

@@ -299,6 +299,9 @@ def test_a_capped_backlog_drains_in_whole_versions_and_the_backlog_falls_to_0(ws
     assert ids_in(ws, target) == list(range(35))
 
 
+ONE_POSITION = "--version/--snapshot/--latest/--value: give exactly one"
+
+
 def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
     from framework.ops import admin
 
@@ -331,9 +334,8 @@ def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
 
     for args, error in [
             (["--version", "9"], f"--version 9: {source} has versions 0 to 4"),
-            (["--version", "1", "--latest"], "--version/--latest/--value: give exactly one"),
-            ([], "--version/--latest/--value: give exactly one"),
-            (["--value", "7"], "context src reads a delta source, not a database")]:
+            (["--version", "1", "--latest"], ONE_POSITION), ([], ONE_POSITION),
+            (["--value", "7"], "context src reads a delta source; --value sets a jdbc")]:
         assert error in deltamark("bookmarks", "set", "copy", "--ctx", "src", *args,
                                   code=2 if "give" in error else 1)
     assert "has no bookmark yet: name its table with --table" in deltamark(

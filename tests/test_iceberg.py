@@ -7,6 +7,8 @@ compatibility part); on the others, the one-line refusal is what is tested.
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,8 +24,10 @@ from test_exactly_once import (
     object_names,
     objects,
 )
+from typer.testing import CliRunner
 
 from framework import iceberg
+from framework.cli import app
 from framework.errors import IcebergError, JobFailedError, SparkFeatureError
 from framework.ops import admin
 from framework.run.targets import runs_in
@@ -151,6 +155,48 @@ def test_a_changelog_over_delete_files_fails_naming_the_way_out(chain):
     assert "has delete files (merge-on-read), which Iceberg's changelog cannot read" in str(
         failed.value)
     assert "rewrite_position_delete_files" in str(failed.value)
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_a_new_context_starts_where_it_is_told_and_a_cap_takes_whole_snapshots(chain):
+    ws, bronze, silver = chain
+    namespace = silver.rsplit(".", 1)[0]
+    for _ in range(3):  # bronze's snapshots: 100, 200, 300
+        ws.land(rows=1)
+        ws.run("bronze")
+    second, third = iceberg.history(bronze)[1:3]
+    reads = {"from_2": {"starting_snapshot": second.snapshot_id, "bounded_files": 1},
+             "latest": {"starting_snapshot": "latest"},
+             "from_3": {"starting_timestamp": datetime.fromtimestamp(
+                 third.timestamp_ms / 1000, UTC).isoformat()}}
+    for name, read in reads.items():
+        ws.declare(name, cls="IcebergToIceberg", source=bronze, target=f"{namespace}.{name}",
+                   read=json.dumps(read))
+    first = {name: ws.run(name).inputs["src"] for name in reads}
+    assert first == {"from_2": {"snapshots": 1, "backlog": 1}, "latest": {"snapshots": 0},
+                     "from_3": {"snapshots": 1}}
+    ws.land(rows=1)
+    ws.run("bronze")
+    assert [ws.run("from_2").inputs["src"] for _ in range(2)] == [
+        {"snapshots": 1, "backlog": 1}, {"snapshots": 1}]
+    for name in ("latest", "from_3"):
+        ws.run(name)
+    assert {name: ids(ws.spark, f"{namespace}.{name}") for name in reads} == {
+        "from_2": [200, 300, 400], "latest": [400], "from_3": [300, 400]}
+    [bookmark] = ws.store.bookmarks("from_2")
+    assert bookmark.state["starting"] == f"starting_snapshot={second.snapshot_id}"
+    said = CliRunner().invoke(app, ["--conf-dir", str(ws.conf), "bookmarks", "set", "latest",
+                                    "--ctx", "src", "--snapshot", str(second.snapshot_id)])
+    assert said.exit_code == 0, said.output
+    assert ws.run("latest").inputs["src"] == {"snapshots": 2}  # the third and fourth
+    assert ids(ws.spark, f"{namespace}.latest") == [300, 400]
+
+    ws.declare("bad", cls="IcebergToIceberg", source=bronze, target=f"{namespace}.bad",
+               read=json.dumps({"starting_snapshot": 12345}))
+    with pytest.raises(JobFailedError, match="starting_snapshot=12345 is not in the table's "
+                       "history"):
+        ws.run("bad")
 
 
 @needs_runtime

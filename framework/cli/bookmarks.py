@@ -92,9 +92,12 @@ def set_bookmark(
     version: Annotated[int | None, typer.Option(
         help="A Delta context: as if a run had read the table through this version.", min=0)
     ] = None,
+    snapshot: Annotated[int | None, typer.Option(
+        help="An Iceberg context: as if a run had read the table through this snapshot.")
+    ] = None,
     latest: Annotated[bool, typer.Option(
-        "--latest", help="A Delta context: as if a run had read through the latest version.")
-    ] = False,
+        "--latest", help="A Delta or Iceberg context: as if a run had read through the "
+                         "table's latest version or snapshot.")] = False,
     value: Annotated[list[str] | None, typer.Option(
         help="A database context: as if a run had read the rows up to this value of its "
              "bookmark key (one per key, in order, for several).")] = None,
@@ -103,14 +106,15 @@ def set_bookmark(
 ) -> None:
     """Set a context's bookmark without running JOB; the next run reads what comes after
     it. Recorded as a run: rewinding to the run before it undoes it."""
-    if [version is not None, latest, bool(value)].count(True) != 1:
-        raise typer.BadParameter("give exactly one", param_hint="--version/--latest/--value")
+    if [version is not None, snapshot is not None, latest, bool(value)].count(True) != 1:
+        raise typer.BadParameter("give exactly one",
+                                 param_hint="--version/--snapshot/--latest/--value")
     with library_errors(ctx):
         before = [r for r in options(ctx).store().runs(job)
                   if r.status == "succeeded" and r.mode == "enable"]
         run = admin.set_bookmark(options(ctx).settings(), job, context=context,
-                                 version="latest" if latest else version, values=value or (),
-                                 table=table)
+                                 version=version, snapshot=snapshot, latest=latest,
+                                 values=value or (), table=table)
     typer.echo(f"{job}: run {run.run_seq} ({run.run_id}) set {run.arguments[admin.SET_BOOKMARK]}"
                "; the next run reads what comes after it.")
     typer.echo("  to undo: deltamark bookmarks " + (

@@ -98,8 +98,10 @@ def read(counts: Mapping[str, int]) -> str:
     if "rows" in counts:
         return plural(counts["rows"], "row")
     if "snapshots" in counts:  # an Iceberg table's
-        return plural(counts["snapshots"], "snapshot") if counts["snapshots"] else (
+        read = plural(counts["snapshots"], "snapshot") if counts["snapshots"] else (
             "no new snapshot")
+        return read + (f", {counts['backlog']} left for later runs"
+                       if counts.get("backlog") else "")
     return ", ".join(f"{value} {key}" for key, value in counts.items()) or "nothing counted"
 
 

@@ -35,6 +35,7 @@ from framework.sinks import target_of
 from framework.sinks.target import PrunedTarget, RestoredTarget, TargetRun
 from framework.sources import delta as delta_source
 from framework.sources import files
+from framework.sources import iceberg as iceberg_source
 from framework.sources.bookmark_codec import BookmarkState, decode, encode
 from framework.state.table_io import open_store, settings_store
 from framework.storage.lease import job_lease
@@ -204,27 +205,38 @@ def reset(settings: Settings, job: str, *, context: str | None = None) -> Rewind
     return Rewind(job=job, to_run=None, bookmarks=tuple(rows))
 
 
-def set_bookmark(settings: Settings, job: str, *, context: str,
-                 version: int | Literal["latest"] | None = None, values: Sequence[str] = (),
-                 table: str | None = None) -> Run:
-    """Set a context's bookmark without running the job: a Delta context's as if a run had
-    read its table through ``version`` (or its latest version; ``table`` needed only when
-    the context has no bookmark yet), a database context's as if a run had read the rows
-    up to its keys' ``values``. The next run reads what comes after. Recorded as a run of
-    its own (succeeded, in enable mode; ``SET_BOOKMARK`` among its arguments), so that a
-    rewind to the run before it undoes it.
+def set_bookmark(settings: Settings, job: str, *, context: str, version: int | None = None,
+                 snapshot: int | None = None, latest: bool = False,
+                 values: Sequence[str] = (), table: str | None = None) -> Run:
+    """Set a context's bookmark without running the job, as if a run had read: a Delta
+    table through ``version`` (``table`` needed only when the context has no bookmark
+    yet), an Iceberg table through ``snapshot``, either through its ``latest``; a
+    database table's rows up to its keys' ``values``. The next run reads what comes after.
+    Recorded as a run of its own (succeeded, in enable mode; ``SET_BOOKMARK`` among its
+    arguments), so that a rewind to the run before it undoes it.
 
     Raises:
-        RewindError: the context's source is of another kind, no table known, a version
-            the table does not have, not one value per key.
+        RewindError: a position of another kind of source than the context's, no table
+            known, a version or snapshot the table does not have, not one value per key.
         TableNotFoundError: no Delta table there.
+        IcebergError: no such Iceberg table.
     """
+    if [version is not None, snapshot is not None, latest, bool(values)].count(True) != 1:
+        raise RewindError(job, "set a bookmark to one of a version, a snapshot, the latest "
+                          "or key values. Nothing was changed.")
     store = settings_store(settings)
     require_job(settings, job)
     with job_lease(settings.state_root, job, f"set the bookmark of {context}"):
         current = next(iter(store.bookmarks(job, context=context)), None)
-        state, said = (_database_position(job, context, current, values) if values else
-                       _delta_position(job, context, current, version, table))
+        kind = current.source_kind if current else delta_source.SOURCE_KIND
+        if values:
+            state, said = _database_position(job, context, current, values)
+        elif snapshot is not None or (latest and kind == iceberg_source.SOURCE_KIND):
+            state, said = _iceberg_position(job, context, current,
+                                            "latest" if latest else snapshot)
+        else:
+            state, said = _delta_position(job, context, current,
+                                          "latest" if latest else version, table)
         runs = store.runs(job)
         last = runs[-1] if runs else None
         now = datetime.now(UTC)
@@ -247,8 +259,8 @@ def _delta_position(job: str, context: str, current: Bookmark | None,
                     ) -> tuple[delta_source.DeltaState, str]:
     if current is not None and current.source_kind != delta_source.SOURCE_KIND:
         raise RewindError(job, f"context {context} reads a {current.source_kind} source, not "
-                          "a Delta table: --version and --latest are a Delta context's. "
-                          "Nothing was changed.")
+                          "a Delta table: --version is a Delta context's. Nothing was "
+                          "changed.")
     state = None if current is None else decode(current.source_kind, current.state)
     assert state is None or isinstance(state, delta_source.DeltaState)
     table = table or (state.table if state else None)
@@ -256,8 +268,8 @@ def _delta_position(job: str, context: str, current: Bookmark | None,
         raise RewindError(job, f"context {context} has no bookmark yet: name its table with "
                           "--table. Nothing was changed.")
     latest = log.latest_version(table)
-    wanted = latest if version in (None, "latest") else version
-    assert isinstance(wanted, int)
+    wanted = latest if version == "latest" else version
+    assert isinstance(wanted, int)  # set_bookmark checked that one position is given
     if not 0 <= wanted <= latest:
         raise RewindError(job, f"--version {wanted}: {table} has versions 0 to {latest}. "
                           "Nothing was changed.")
@@ -265,17 +277,42 @@ def _delta_position(job: str, context: str, current: Bookmark | None,
             f"version {wanted} of {table}")
 
 
+def _state_of(job: str, context: str, current: Bookmark | None, kind: str, option: str,
+              first_run: str) -> BookmarkState:
+    """The bookmark state of ``context``, a source of ``kind`` that ``option`` sets
+    (``first_run``: the read's option for where a first run starts)."""
+    if current is None or current.source_kind != kind:
+        why = (f"has no bookmark yet: run the job once ({first_run} sets where a first run "
+               "starts)" if current is None else f"reads a {current.source_kind} source")
+        raise RewindError(job, f"context {context} {why}; {option} sets a {kind} context's "
+                          "bookmark. Nothing was changed.")
+    return decode(kind, current.state)
+
+
+def _iceberg_position(job: str, context: str, current: Bookmark | None,
+                      snapshot: int | Literal["latest"] | None
+                      ) -> tuple[iceberg_source.IcebergState, str]:
+    from framework import iceberg
+
+    state = _state_of(job, context, current, iceberg_source.SOURCE_KIND, "--snapshot",
+                      "read_iceberg's starting_snapshot")
+    assert isinstance(state, iceberg_source.IcebergState)
+    ids = [s.snapshot_id for s in iceberg.history(state.table)]
+    wanted = (ids[-1] if ids else None) if snapshot == "latest" else snapshot
+    if wanted not in ids:
+        raise RewindError(job, f"--snapshot {wanted}: not in {state.table}'s history (its "
+                          f"snapshots: {', '.join(map(str, ids[-5:])) or 'none'}, newest "
+                          "last). Nothing was changed.")
+    return (iceberg_source.IcebergState(state.table, wanted, starting=state.starting),
+            f"snapshot {wanted} of {state.table}")
+
+
 def _database_position(job: str, context: str, current: Bookmark | None,
                        values: Sequence[str]) -> tuple[BookmarkState, str]:
     from framework.sources.jdbc import SOURCE_KIND, JdbcState, Position
 
-    if current is None or current.source_kind != SOURCE_KIND:
-        why = ("has no bookmark yet: run the job once (read_jdbc's initial_value sets where "
-               "a first run starts)" if current is None
-               else f"reads a {current.source_kind} source, not a database")
-        raise RewindError(job, f"context {context} {why}; --value sets a database context's "
-                          "bookmark. Nothing was changed.")
-    state = decode(current.source_kind, current.state)
+    state = _state_of(job, context, current, SOURCE_KIND, "--value",
+                      "read_jdbc's initial_value")
     assert isinstance(state, JdbcState)
     if len(values) != len(state.keys):
         raise RewindError(job, f"--value: give one value per bookmark key of {context} "

@@ -29,7 +29,7 @@ from framework.sources import files, jdbc
 from framework.sources.files import FileFormat, ListingMode, RewritePolicy
 from framework.sources.files.malformed import BadRecords
 from framework.sources.files.schema_drift import EvolutionMode
-from framework.sources.iceberg import Expired
+from framework.sources.iceberg import Expired, IcebergSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -185,28 +185,38 @@ class JobContext:
                 the starting position is not in the table's history.
         """
         source = delta_source.DeltaSource(
-            table, starting_version=starting_version, starting_timestamp=starting_timestamp,
+            table, start=starting_version, starting_timestamp=starting_timestamp,
             bounded_files=bounded_files, bounded_size=bounded_size)
         return self._run.reads.delta(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark, change_feed=change_feed, version=version)
 
     def read_iceberg(self, table: str, *, transformation_ctx: str | None = None,
                      bookmark: bool = True, changes: bool = False,
-                     keys: str | Sequence[str] = (), expired: Expired = "fail") -> DataFrame:
+                     keys: str | Sequence[str] = (), expired: Expired = "fail",
+                     starting_snapshot: int | Literal["latest"] | None = None,
+                     starting_timestamp: datetime | str | None = None,
+                     bounded_files: int | None = None, bounded_size: int | None = None
+                     ) -> DataFrame:
         """Read what the Iceberg table ``table`` (``catalog.namespace.table``) gained since
         this context's last run, as ``read_delta`` does: snapshots, the rows they appended
         or, with ``changes=True``, Iceberg's changelog (``_change_type``: ``INSERT``,
         ``DELETE``, and ``UPDATE_BEFORE``/``UPDATE_AFTER`` where ``keys`` identify a row;
         ``_change_ordinal``, ``_commit_snapshot_id``). ``expired="full_refresh"`` rereads
         the table when the bookmark's snapshot expired (or was rolled back).
+        ``starting_snapshot`` (that snapshot onwards, or ``"latest"``) or
+        ``starting_timestamp`` start a context without a bookmark, and ``bounded_files`` /
+        ``bounded_size`` cap a run in whole snapshots, as ``read_delta``'s options do.
 
         Raises:
             IcebergError: no such table or catalog; without ``changes``, snapshots that
                 changed rows in place; the bookmark's snapshot expired (``expired="fail"``).
             MissingContextError, SparkFeatureError (a Spark line Iceberg has no runtime for)
         """
+        source = IcebergSource(table, start=starting_snapshot,
+                               starting_timestamp=starting_timestamp,
+                               bounded_files=bounded_files, bounded_size=bounded_size)
         return self._run.reads.iceberg(
-            table, transformation_ctx=transformation_ctx, bookmark=bookmark, changes=changes,
+            source, transformation_ctx=transformation_ctx, bookmark=bookmark, changes=changes,
             keys=_as_tuple(keys), expired=expired)
 
     def read_jdbc(

@@ -187,12 +187,15 @@ class RunReads:
         return self._read(context, [Dataset.at_path(table)],
                           delta_source.read_delta(self.scope.engine, plan, change_feed=change_feed))
 
-    def iceberg(self, table: str, *, transformation_ctx: str | None, bookmark: bool,
-                     changes: bool, keys: Sequence[str],
-                     expired: iceberg_source.Expired) -> DataFrame:
+    def iceberg(self, source: iceberg_source.IcebergSource, *,
+                transformation_ctx: str | None, bookmark: bool, changes: bool,
+                keys: Sequence[str], expired: iceberg_source.Expired) -> DataFrame:
         """``JobContext.read_iceberg``."""
         require_iceberg_runtime()
+        table = source.table
         context = self.plan.context(transformation_ctx, bookmark, f"read_iceberg({table!r})")
+        if problems := source.problems():
+            raise SourceError(self.job_name, context, "; ".join(problems))
         try:
             plan = self.plan.plan(
                 context, iceberg_source.SOURCE_KIND, tracked=bookmark,
@@ -200,16 +203,17 @@ class RunReads:
                 pinned=lambda read: iceberg_source.IcebergPlan.pinned(
                     cast(iceberg_source.IcebergState, read.state)),
                 plan=lambda start, end, advance: iceberg_source.plan_iceberg(
-                    table, start=start, end=end, advance=advance, changes=changes,
+                    source, start=start, end=end, advance=advance, changes=changes,
                     expired=expired))
         except IcebergError as exc:
             raise SourceError(self.job_name, context, str(exc)) from exc
         self.plan.add(SourceRead(
             context, iceberg_source.SOURCE_KIND, plan.counts(),
             plan.state() if plan.advance else None, nothing=not plan.snapshots,
-            description=iceberg_source.description(plan, tracked=bookmark)))
-        self.log.info("%s: snapshots of %s after %s up to %s: %d", context, table,
-                      plan.after or "none", plan.to or "none", plan.snapshots)
+            description=iceberg_source.description(plan, source, tracked=bookmark)))
+        self.log.info("%s: snapshots of %s after %s up to %s: %d%s", context, table,
+                      plan.after or "none", plan.to or "none", plan.snapshots,
+                      f" ({plan.backlog} left for later runs: capped)" if plan.backlog else "")
         return self._read(context, [Dataset.in_catalog(table)],
                           iceberg_source.read_iceberg(self.spark, plan, changes=changes,
                                                       keys=keys))

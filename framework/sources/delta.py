@@ -6,7 +6,7 @@ appended rows, or with the table's Change Data Feed every insert, update and del
 its ``_change_type``. Rows committed to the source during the run belong to the next run.
 
 A context with no bookmark yet reads the whole table at the pinned version, or from its
-starting position (``DeltaSource.starting_version``, ``starting_timestamp``), as Delta's
+starting position (the job's ``starting_version`` or ``starting_timestamp``), as Delta's
 streaming source does. A cap (``bounded_files``, ``bounded_size``) takes whole versions,
 at least one a run, and leaves the rest for the next runs. Planning reads the log's
 version and commit entries, never the table's list of files.
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 from framework.delta import log
 from framework.errors import ChangesUnavailableError
 from framework.sources import Backlog
+from framework.sources.limits import TableSource
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -34,85 +34,13 @@ __all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaSource", "DeltaState", "description
 
 SOURCE_KIND = "delta"
 
-StartingVersion = int | Literal["latest"]
-
-
 @dataclass(frozen=True)
-class DeltaSource:
-    """How a context reads the Delta table ``table``: where it starts when it has no
-    bookmark (at most one of ``starting_version``: a version, or ``"latest"`` for what
-    is committed after the first run; ``starting_timestamp``: the first version committed
-    at or after it, naive times being UTC), and what one run takes at most (whole versions,
-    at least one: ``bounded_files`` data files added, or ``bounded_size`` bytes)."""
+class DeltaSource(TableSource):
+    """How a context reads the Delta table ``table`` (``TableSource``: ``start`` is the
+    job's ``starting_version``; the cap counts data files added, whole versions)."""
 
-    table: str
-    starting_version: StartingVersion | None = None
-    starting_timestamp: datetime | str | None = None
-    bounded_files: int | None = None
-    bounded_size: int | None = None
-
-    def problems(self) -> list[str]:
-        """What is wrong with the options, one line each (naming the option)."""
-        found = []
-        if self.starting_version is not None and self.starting_timestamp is not None:
-            found.append("give starting_version or starting_timestamp, not both")
-        if self.starting_version is not None and self.starting_version != "latest" and (
-                not _is_count(self.starting_version) or self.starting_version < 0):
-            found.append("starting_version must be a version (0 or more) or 'latest', not "
-                         f"{self.starting_version!r}")
-        if self.bounded_files is not None and self.bounded_size is not None:
-            found.append("give bounded_files or bounded_size, not both")
-        try:
-            _ = self.starting_time
-        except (TypeError, ValueError):
-            found.append("starting_timestamp must be a datetime or an ISO date or time "
-                         f"('2026-12-01T08:00:00Z'), not {self.starting_timestamp!r}")
-        for name in ("bounded_files", "bounded_size"):
-            value = getattr(self, name)
-            if value is not None and (not _is_count(value) or value < 1):
-                found.append(f"{name} must be a positive integer, not {value!r}")
-        return found
-
-    @property
-    def starting_time(self) -> datetime | None:
-        """``starting_timestamp`` as an aware datetime (naive: UTC).
-
-        Raises:
-            ValueError, TypeError: text that is not an ISO date or time; another type.
-        """
-        when = self.starting_timestamp
-        if when is None:
-            return None
-        if not isinstance(when, datetime):
-            when = datetime.fromisoformat(when)
-        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-    @property
-    def starting(self) -> str | None:
-        """The starting position as the job gave it (``starting_version=5``), if any."""
-        if self.starting_version is not None:
-            return f"starting_version={self.starting_version}"
-        if (when := self.starting_time) is not None:
-            return f"starting_timestamp={when.isoformat()}"
-        return None
-
-    def plain(self) -> dict[str, Any]:
-        """The options as JSON-ready data (a run's description of the read)."""
-        when = self.starting_time
-        return {"table": self.table, "starting_version": self.starting_version,
-                "starting_timestamp": None if when is None else when.isoformat(),
-                "bounded_files": self.bounded_files, "bounded_size": self.bounded_size}
-
-    @classmethod
-    def from_plain(cls, data: Any) -> DeltaSource:
-        """The options ``plain`` gave."""
-        return cls(data["table"], data.get("starting_version"),
-                   data.get("starting_timestamp"), data.get("bounded_files"),
-                   data.get("bounded_size"))
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    POSITION: ClassVar[str] = "starting_version"
+    UNIT: ClassVar[str] = "version (0 or more)"
 
 
 @dataclass(frozen=True)
@@ -200,10 +128,10 @@ def plan_delta(source: DeltaSource, *, start: DeltaState | None, end: DeltaState
 def _starting_point(source: DeltaSource, latest: int) -> int | None:
     """The version before the first one a context without a bookmark reads (None: the
     whole table, as of ``latest``)."""
-    if source.starting_version == "latest":
+    if source.start == "latest":
         return latest
-    if isinstance(source.starting_version, int):
-        version = source.starting_version
+    if isinstance(source.start, int):
+        version = source.start
         if version > latest:
             raise ChangesUnavailableError(
                 source.table, f"starting_version={version} is past its latest version "
@@ -233,20 +161,12 @@ def _starting_point(source: DeltaSource, latest: int) -> int | None:
 
 
 def _capped(source: DeltaSource, after: int, latest: int) -> int:
-    """The last version of ``after + 1 .. latest`` within the cap: whole versions, at
-    least one (a version whose log entry is gone counts as empty: reading it fails)."""
-    if source.bounded_files is None and source.bounded_size is None:
+    """The last version of ``after + 1 .. latest`` within the cap (a version whose log
+    entry is gone counts as empty: reading it fails)."""
+    if not source.cap:
         return latest
-    by_files = source.bounded_files is not None
-    cap = source.bounded_files if by_files else source.bounded_size
-    assert cap is not None
-    taken = 0
-    for version in range(after + 1, latest + 1):
-        added = log.added(source.table, version)
-        taken += 0 if added is None else added.files if by_files else added.bytes
-        if taken > cap and version > after + 1:
-            return version - 1
-    return latest
+    added = (log.added(source.table, v) for v in range(after + 1, latest + 1))
+    return after + source.cap.taken((a.files, a.bytes) if a else (0, 0) for a in added)
 
 
 class DeltaDescription(TypedDict, total=False):
