@@ -360,3 +360,36 @@ def test_the_latest_version_is_found_from_the_log_without_loading_the_table(tmp_
     assert found == [0, 1, 2, 12, 13, 39, 39]
     with pytest.raises(TableNotFoundError):
         log.latest_version(str(tmp_path / "none"))
+
+
+def test_a_read_s_schema_comes_from_the_log_as_delta_rs_loads_it(tmp_path):
+    """Commits, a checkpoint's two columns, log cleanup (the reference tables' tests cover
+    delta-spark's checksum files)."""
+    import importlib
+
+    from framework.delta import log
+
+    described = importlib.import_module("framework.delta.log.history")._described
+    path = str(tmp_path / "t")
+    rows = pa.table({"id": pa.array([1], pa.int64()), "p": ["a"]})
+    write_deltalake(path, rows, partition_by=["p"],
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    for version in range(1, 7):
+        if version == 5:  # a new column
+            rows = rows.append_column("extra", pa.array(["x"]))
+        write_deltalake(path, rows, mode="append", schema_mode="merge")
+        if version == 3:
+            DeltaTable(path).create_checkpoint()
+
+    def as_loaded(snap):
+        return (json.loads(snap.schema_json), snap.partition_columns, snap.configuration,
+                snap.reader_features)
+
+    for version in range(7):
+        assert as_loaded(described(path, version)) == as_loaded(
+            log.snapshot(path, version=version)), version
+    for old in range(3):  # log cleanup: the checkpoint at 3 stands for them
+        (tmp_path / "t" / "_delta_log" / f"{old:020}.json").unlink()
+    assert [as_loaded(described(path, v)) for v in (3, 4, 6)] == [
+        as_loaded(log.snapshot(path, version=v)) for v in (3, 4, 6)]
+    assert described(path, 1) is None  # gone: delta-rs says so (VersionNotFoundError)

@@ -65,37 +65,55 @@ def snapshot(
 
 
 def _described(path: str, version: int) -> Snapshot | None:
-    """The table at ``version`` without its files, from the log alone: the newest
-    metadata and protocol actions in the commits from ``version`` back to the last
+    """The table at ``version`` without its files, from the log alone: the metadata and
+    protocol of the version's checksum file (``.crc``, which delta-spark writes with each
+    commit), else the newest such actions in the commits from ``version`` back to the last
     checkpoint, else in that checkpoint (a single Parquet file: its two columns only).
     delta-rs loads every file's entry to say the same. None when the log has it another
     way (a multi-part or v2 checkpoint, a checkpoint past ``version``, a commit gone)."""
     path = check_path(path)
     checkpoint = _checkpointed(path)
     stop = checkpoint if checkpoint is not None and checkpoint <= version else -1
+    actions = _checksum_actions(path, version) or _commit_actions(path, version, stop)
+    if actions is not None and len(actions) < 2 and stop >= 0:
+        older = _checkpoint_actions(path, stop)
+        actions = None if older is None else {**older, **actions}
+    if actions is None or len(actions) < 2:
+        return None
+    meta, protocol = actions["metaData"], actions["protocol"]
+    return Snapshot(path=path, version=version, schema_json=meta["schemaString"],
+                    partition_columns=tuple(meta.get("partitionColumns") or ()), files=(),
+                    reader_features=frozenset(protocol.get("readerFeatures") or ()),
+                    # an object in JSON, (key, value) pairs from Parquet
+                    configuration=dict(meta.get("configuration") or {}))
+
+
+def _commit_actions(path: str, version: int, stop: int) -> dict[str, Any] | None:
+    """The newest metadata and protocol actions in commits ``version`` down to after
+    ``stop`` (either may be missing); None when one of those commits is gone."""
     actions: dict[str, Any] = {}
     for at in range(version, stop, -1):
         entry = storage.read_bytes(_log_entry(path, at))
         if entry is None:
             return None
         for line in entry.splitlines():
-            head = line[:16]
-            if (b'"metaData"' in head or b'"protocol"' in head) and (
+            if (b'"metaData"' in line[:16] or b'"protocol"' in line[:16]) and (
                     (action := json.loads(line)).keys() - actions.keys()):
                 actions = {**action, **actions}  # the newer one of each kind stands
-        if {"metaData", "protocol"} <= actions.keys():
+        if len(actions) == 2:
             break
-    if not {"metaData", "protocol"} <= actions.keys() and stop >= 0:
-        if (older := _checkpoint_actions(path, stop)) is None:
-            return None
-        actions = {**older, **actions}
-    if not {"metaData", "protocol"} <= actions.keys():
-        return None
-    meta, protocol = actions["metaData"], actions["protocol"]
-    return Snapshot(path=path, version=version, schema_json=meta["schemaString"],
-                    partition_columns=tuple(meta.get("partitionColumns") or ()), files=(),
-                    reader_features=frozenset(protocol.get("readerFeatures") or ()),
-                    configuration=dict(meta.get("configuration") or {}))
+    return actions
+
+
+def _checksum_actions(path: str, version: int) -> dict[str, Any]:
+    """The metadata and protocol that version ``version``'s checksum file records (none
+    without one, or one that cannot be read)."""
+    found = storage.read_bytes(storage.join(path, "_delta_log", f"{version:020d}.crc"))
+    try:
+        checksum = json.loads(found) if found else {}
+        return {"metaData": checksum["metadata"], "protocol": checksum["protocol"]}
+    except (ValueError, KeyError, TypeError):
+        return {}
 
 
 def _checkpoint_actions(path: str, version: int) -> dict[str, Any] | None:
@@ -112,8 +130,6 @@ def _checkpoint_actions(path: str, version: int) -> dict[str, Any] | None:
         column = rows[kind].combine_chunks()
         if len(at := pc.indices_nonzero(column.is_valid())):
             found[kind] = column[at[0].as_py()].as_py()
-    if "metaData" in found:  # Parquet gives a map as (key, value) pairs
-        found["metaData"]["configuration"] = dict(found["metaData"].get("configuration") or ())
     return found
 
 
