@@ -257,11 +257,9 @@ def set_bookmark(settings: Settings, job: str, *, context: str, version: int | N
 def _delta_position(job: str, context: str, current: Bookmark | None,
                     version: int | Literal["latest"] | None, table: str | None
                     ) -> tuple[delta_source.DeltaState, str]:
-    if current is not None and current.source_kind != delta_source.SOURCE_KIND:
-        raise RewindError(job, f"context {context} reads a {current.source_kind} source, not "
-                          "a Delta table: --version is a Delta context's. Nothing was "
-                          "changed.")
-    state = None if current is None else decode(current.source_kind, current.state)
+    state = None if current is None else _state_of(
+        job, context, current, delta_source.SOURCE_KIND, "--version",
+        "read_delta's starting_version")
     assert state is None or isinstance(state, delta_source.DeltaState)
     table = table or (state.table if state else None)
     if table is None:

@@ -182,8 +182,7 @@ class RunReads:
                                                  version=version)))
         self.log.info("%s: versions %s..%d of %s%s", context,
                       "0" if plan.after is None else plan.after + 1, plan.to, table,
-                      f" ({plan.latest - plan.to} left for later runs: capped)"
-                      if plan.latest is not None and plan.latest > plan.to else "")
+                      f" ({plan.backlog} left for later runs: capped)" if plan.backlog else "")
         return self._read(context, [Dataset.at_path(table)],
                           delta_source.read_delta(self.scope.engine, plan, change_feed=change_feed))
 

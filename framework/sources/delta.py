@@ -34,6 +34,7 @@ __all__ = ["SOURCE_KIND", "DeltaPlan", "DeltaSource", "DeltaState", "description
 
 SOURCE_KIND = "delta"
 
+
 @dataclass(frozen=True)
 class DeltaSource(TableSource):
     """How a context reads the Delta table ``table`` (``TableSource``: ``start`` is the
@@ -67,7 +68,7 @@ class DeltaState:
 @dataclass(frozen=True)
 class DeltaPlan:
     """Read versions ``after + 1`` to ``to`` (``after`` None: the whole table at ``to``);
-    ``latest``: the table's version when planned (past ``to`` when a cap left some).
+    ``backlog``: the versions after ``to`` a cap left for later runs.
 
     ``advance``: the plan's state is committed when the run succeeds.
     """
@@ -76,7 +77,7 @@ class DeltaPlan:
     after: int | None
     to: int
     advance: bool = False
-    latest: int | None = None
+    backlog: int = 0
     starting: str | None = None
 
     def state(self) -> DeltaState:
@@ -93,8 +94,8 @@ class DeltaPlan:
         first = 0 if self.after is None else self.after + 1
         found = {"from_version": first, "to_version": self.to,
                  "versions": max(0, self.to - first + 1)}
-        if self.latest is not None and self.latest > self.to:
-            found["backlog"] = self.latest - self.to
+        if self.backlog:
+            found["backlog"] = self.backlog
         return found
 
 
@@ -121,7 +122,7 @@ def plan_delta(source: DeltaSource, *, start: DeltaState | None, end: DeltaState
             table, f"is at version {latest}, before the bookmark's version {after}: it was "
             "recreated. Reset the reading context to read it in full.")
     to = _capped(source, after, latest) if advance and after is not None else latest
-    return DeltaPlan(table=table, after=after, to=to, advance=advance, latest=latest,
+    return DeltaPlan(table=table, after=after, to=to, advance=advance, backlog=latest - to,
                      starting=starting)
 
 

@@ -437,7 +437,7 @@ class _Sql:
         key, found = self.keys[0], []
         for value, op in ((initial, f"{self.past}="), (end, self.before)):
             if value is not None:
-                found.append(f"{self.quote(key.name)} {op} {self.literal(_text(value), key)}")
+                found.append(f"{self.quote(key.name)} {op} {self.literal(str(value), key)}")
         return found
 
     def at_or_past(self, position: Position) -> str:
@@ -466,13 +466,6 @@ class _Sql:
             return self._compare(position.values, self.before, inclusive=True)
         return (f"({self._compare(position.values, self.before)} OR "
                 f"({self._equal(position.values)} AND {self._among(position.boundary)}))")
-
-
-def _text(value: Any) -> str:
-    """A value a job gave (a number, date, time or text) as the database's text of it."""
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    return value.isoformat() if isinstance(value, date) else str(value)
 
 
 def _is_number(value: str) -> bool:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, TypeGuard
 
 __all__ = ["Cap", "TableSource", "is_count", "starting_time", "time_problems"]
 
 
-def is_count(value: object) -> bool:
+def is_count(value: object) -> TypeGuard[int]:
     """An int, not a bool."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -96,7 +96,7 @@ class TableSource:
         if self.start is not None and self.starting_timestamp is not None:
             found.append(f"give {self.POSITION} or starting_timestamp, not both")
         if self.start not in (None, "latest") and not (
-                isinstance(self.start, int) and is_count(self.start) and self.start >= 0):
+                is_count(self.start) and self.start >= 0):
             found.append(f"{self.POSITION} must be a {self.UNIT} or 'latest', not "
                          f"{self.start!r}")
         return [*found, *time_problems(self.starting_timestamp), *self.cap.problems()]

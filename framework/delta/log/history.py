@@ -25,6 +25,7 @@ from framework.delta.log.table import (
     FileAction,
     Snapshot,
     VersionChange,
+    _checkpointed,
     _log_entry,
     _open,
     check_path,
@@ -165,16 +166,6 @@ def latest_version(path: str) -> int:
         middle = (low + high) // 2
         low, high = (middle, high) if storage.exists(_log_entry(path, middle)) else (low, middle)
     return low
-
-
-def _checkpointed(path: str) -> int | None:
-    """The version of the table's last checkpoint, as ``_last_checkpoint`` says; None
-    without one (or one that cannot be read)."""
-    found = storage.read_bytes(storage.join(path, "_delta_log", "_last_checkpoint"))
-    try:
-        return None if found is None else int(json.loads(found)["version"])
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def _at(path: str, version: int | None, timestamp: datetime | str | None) -> DeltaTable:

@@ -240,9 +240,15 @@ def _has_newer_commit(path: str, version: int) -> bool:
         return True
     if os.path.exists(_log_entry(path, version + 1)):
         return True
+    checkpoint = _checkpointed(path)
+    return checkpoint is not None and checkpoint > version
+
+
+def _checkpointed(path: str) -> int | None:
+    """The version of the table's last checkpoint, as ``_last_checkpoint`` says; None
+    without one (or one that cannot be read)."""
     try:
-        with open(os.path.join(path, "_delta_log", "_last_checkpoint"),
-                  encoding="utf-8") as found:
-            return int(json.load(found)["version"]) > version
-    except (OSError, ValueError, KeyError):
-        return False
+        found = storage.read_bytes(storage.join(path, "_delta_log", "_last_checkpoint"))
+        return None if found is None else int(json.loads(found)["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
