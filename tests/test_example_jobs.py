@@ -16,9 +16,14 @@ from databases import require_jar
 from typer.testing import CliRunner
 
 from framework.cli import app
-from framework.delta import delta_engine
+from framework.delta import delta_engine, log
 from framework.transforms import rejoin
-from jobs import customers_source, order_documents_landing, orders_landing
+from jobs import (
+    customers_dms_landing,
+    customers_source,
+    order_documents_landing,
+    orders_landing,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -189,6 +194,73 @@ def test_order_documents_recover_after_a_crash_between_tables(spark, tmp_path):
     recovered = deltamark(*args)
     assert "replayed" in recovered.stdout, recovered.output
     assert_documents_exactly_once(spark, landing, lake)
+
+
+def test_customers_cdc_applies_dms_files_late_repeated_and_after_a_kill(spark, tmp_path):
+    landing, state = tmp_path / "landing", str(tmp_path / "state-scd")
+    source = customers_dms_landing.Source(landing)
+
+    def run(scd_type: int, *extra: str, env: dict | None = None):
+        args = ["--state-root", f"{state}{scd_type}", "run", "customers_cdc", "--arg",
+                f"landing={landing}", "--arg",
+                f"target={tmp_path / f'scd{scd_type}'}", "--arg", f"scd_type={scd_type}", *extra]
+        if env is None:
+            return deltamark(*args)
+        return subprocess.run([sys.executable, "-m", "framework", "--conf-dir", CONF, *args],
+                              env={**os.environ, **env}, capture_output=True, text=True,
+                              timeout=300)
+
+    source.full_load(30)
+    source.change_file(40, seed=1)
+    for scd_type in (1, 2):
+        assert run(scd_type).exit_code == 0
+    held_back = source.change_file(40, seed=2)  # delivered late: older than the next
+    hidden = held_back.rename(tmp_path / held_back.name)
+    newer = source.change_file(40, seed=3)
+    for scd_type in (1, 2):
+        assert run(scd_type).exit_code == 0
+    hidden.rename(held_back)
+    (landing / f"copy-{newer.name}").write_bytes(newer.read_bytes())  # sent twice
+    crashed = run(1, env={"DELTAMARK_CRASH_AT": "tombstones_recorded"})
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    for scd_type in (1, 2):
+        result = run(scd_type)
+        assert result.exit_code == 0, result.output
+
+    engine = delta_engine(spark, mode="embedded")
+    scd1 = str(tmp_path / "scd1")
+    current = {(r.id, r.email, r.tier) for r in engine.read(scd1).collect()}
+    assert current == {(k, r["email"], r["tier"]) for k, r in source.rows.items()}
+    # back to the end of the first run, the table too; the runs after it again
+    first = log.history(scd1)[-1].user_metadata["deltamark"]["run_id"]
+    rewound = deltamark("--state-root", f"{state}1", "bookmarks", "rewind", "customers_cdc",
+                        "--to-run", first, "--restore-targets")
+    assert rewound.exit_code == 0, rewound.output
+    assert {(r.id, r.email, r.tier) for r in engine.read(scd1).collect()} != current
+    assert run(1).exit_code == 0
+    assert {(r.id, r.email, r.tier) for r in engine.read(scd1).collect()} == current
+    history = {(r.id, r.email, r["__START_AT"], r["__END_AT"])
+               for r in engine.read(str(tmp_path / "scd2")).collect()}
+    assert history == customers_dms_landing.history(source.changes)
+
+
+def test_customers_mirror_applies_a_delta_change_feed(spark, tmp_path):
+    upstream, target = str(tmp_path / "upstream"), str(tmp_path / "mirror")
+    run = ["--state-root", str(tmp_path / "state"), "run", "customers_mirror",
+           "--arg", f"source={upstream}", "--arg", f"target={target}"]
+    (spark.createDataFrame([(1, "a@x"), (2, "b@x"), (3, "c@x")], "id INT, email STRING")
+     .write.format("delta").option("delta.enableChangeDataFeed", "true").save(upstream))
+    assert deltamark(*run).exit_code == 0
+    for change in ("UPDATE {t} SET email = 'a2@x' WHERE id = 1",
+                   "DELETE FROM {t} WHERE id = 2", "INSERT INTO {t} VALUES (4, 'd@x')",
+                   "UPDATE {t} SET email = 'a3@x' WHERE id = 1",
+                   "MERGE INTO {t} t USING (SELECT 3 AS id) s ON t.id = s.id "
+                   "WHEN MATCHED THEN DELETE"):
+        spark.sql(change.format(t=f"delta.`{upstream}`"))
+    second = deltamark(*run)
+    assert second.exit_code == 0, second.output
+    mirror = {tuple(r) for r in spark.read.format("delta").load(target).collect()}
+    assert mirror == {(1, "a3@x", 4), (4, "d@x", 3)}  # as of the upstream versions
 
 
 @pytest.mark.spark  # starts Spark in a process of its own

@@ -10,9 +10,10 @@ __all__ = ["CRASH_ENV", "crash_point"]
 #: Fault injection for the crash tests: ``<step>`` or ``<step>:<n>`` (the n-th time) makes
 #: the process SIGKILL itself there. Steps: started, plan_recorded (between a plan's rows
 #: and its run row), planned (the plan recorded, while a target's data is written), staged
-#: (a target's data written, before it commits), parquet_moved (after each file moved into
-#: a Parquet target), target_committed, returned (the job's code returned, before the run
-#: is recorded succeeded).
+#: (a target's data written, before it commits), tombstones_recorded (an apply_changes
+#: write's delete tombstones committed, before its target commit), parquet_moved (after
+#: each file moved into a Parquet target), target_committed, returned (the job's code
+#: returned, before the run is recorded succeeded).
 CRASH_ENV = "DELTAMARK_CRASH_AT"
 
 

@@ -45,7 +45,7 @@ from framework.delta import filters as F
 from framework.delta import log
 from framework.delta.engine import DeltaEngine, PlainWriteMode, check_present
 from framework.delta.files import FileRead, read_files, spark_schema
-from framework.delta.log import AppTransaction, NewFile, Snapshot, VersionChange
+from framework.delta.log import AppTransaction, Merge, NewFile, Snapshot, VersionChange
 from framework.errors import (
     ChangesUnavailableError,
     ConstraintViolationError,
@@ -74,6 +74,11 @@ class EmbeddedEngine(DeltaEngine):
     """Delta reads and writes for a Spark session without Delta's jars."""
 
     name = "embedded"
+
+    @staticmethod
+    def quote(name: str) -> str:
+        """``name`` as an identifier of delta-rs's SQL (DataFusion's quoting)."""
+        return '"{}"'.format(name.replace('"', '""'))
 
     # --- read ------------------------------------------------------------------------
 
@@ -157,15 +162,15 @@ class EmbeddedEngine(DeltaEngine):
                     os.rmdir(os.path.join(root, STAGING_DIR))
 
 
-    def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
-               merge_schema: bool, txn: AppTransaction | None,
-               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
+    def _merge(self, df: DataFrame, path: str, merge: Merge, *, merge_schema: bool,
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+               before_commit: Callable[[], object]) -> int:
         # delta-rs merges on the driver: fine for increments, which merges are for.
         root = storage.absolute(path)
         with _constraints_kept(path):
-            rows = to_arrow(_checked(path, df, current))
+            rows = to_arrow(_checked(path, df, log.snapshot(root, files=False)))
         before_commit()
-        return log.merge_rows(root, rows, keys=keys, merge_schema=merge_schema, txn=txn,
+        return log.merge_rows(root, rows, merge=merge, merge_schema=merge_schema, txn=txn,
                               user_metadata=metadata)
 
 

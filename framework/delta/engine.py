@@ -9,18 +9,20 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from framework import storage
+from framework.common.faults import crash_point
 from framework.delta import filters as F
 from framework.delta import log
+from framework.delta.changes import DELETE, DROP, SEQUENCE, ApplyChanges
 from framework.delta.files import FileRead, read_files, read_schema, spark_schema
 from framework.delta.filters import Filter
-from framework.delta.log import AppTransaction, Commit, Snapshot
+from framework.delta.log import AppTransaction, Commit, Merge, Snapshot
 from framework.errors import (
     ChangesUnavailableError,
     DeltaTableError,
     SchemaMismatchError,
     VersionNotFoundError,
 )
-from framework.spark.session import quoted
+from framework.spark.session import quoted, to_arrow
 from framework.spark.types import Conversion, same, sql_type, widens
 
 if TYPE_CHECKING:
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DeltaEngine", "WriteMode", "WriteResult", "check_present"]
 
-WriteMode = Literal["append", "overwrite", "merge"]
+WriteMode = Literal["append", "overwrite", "merge", "apply_changes"]
 #: what ``_write`` does: a merge into a new table is an append
 PlainWriteMode = Literal["append", "overwrite"]
 
@@ -58,6 +60,11 @@ class DeltaEngine(ABC):
     name: ClassVar[str]
     #: whether writes widen column types where a table allows it (``TYPE_WIDENING``)
     type_widening: ClassVar[bool] = False
+
+    @staticmethod
+    @abstractmethod
+    def quote(name: str) -> str:
+        """``name`` as an identifier of this path's SQL (its MERGE conditions)."""
 
     def __init__(self, spark: SparkSession):
         self.spark = spark
@@ -90,6 +97,7 @@ class DeltaEngine(ABC):
         replace_where: Sequence[Filter] = (),
         merge_schema: bool = False,
         merge_on: Sequence[str] = (),
+        changes: ApplyChanges | None = None,
         txn: AppTransaction | None = None,
         metadata: Mapping[str, Any] | None = None,
         before_commit: Callable[[], object] = lambda: None,
@@ -101,7 +109,9 @@ class DeltaEngine(ABC):
             mode: ``append``, ``overwrite`` (the whole table, or with ``replace_where``
                 only the partitions matching those partition-column filters), or
                 ``merge``: upsert on the ``merge_on`` columns (rows with a matching key are
-                updated, the others inserted; each key must occur once in ``df``).
+                updated, the others inserted; each key must occur once in ``df``), or
+                ``apply_changes``: ``df`` holds change records, applied as ``changes``
+                says (``framework.delta.changes``).
             partition_by: partition columns when the table is created; must match after.
             merge_schema: allow new columns (added as nullable).
             txn: the commit carries this app transaction; a write whose version is not
@@ -122,6 +132,13 @@ class DeltaEngine(ABC):
             done = log.transaction_version(path, txn.app_id)
             if done is not None and done >= txn.version:
                 return WriteResult(version=log.table_version(path) or 0, skipped=True)
+        if (mode == "apply_changes") != (changes is not None):
+            raise DeltaTableError(path, "mode='apply_changes' takes its keys and sequence_by "
+                                  "(and only that mode does).")
+        if changes is not None:
+            return WriteResult(version=self._apply_changes(
+                df, path, changes, partition_by=tuple(partition_by), merge_schema=merge_schema,
+                txn=txn, metadata=metadata, before_commit=before_commit))
         if (mode == "merge") != bool(merge_on):
             raise DeltaTableError(path, "mode='merge' and merge_on go together: give the key "
                                   "columns to merge on, or another mode.")
@@ -143,11 +160,11 @@ class DeltaEngine(ABC):
             F.check(replace_where, partitions,
                     where=f"Delta table {path} (replace_where takes partition columns)")
         if mode == "merge" and current is not None:
-            version = self._merge(df, path, current=current, keys=tuple(merge_on),
-                                  merge_schema=merge_schema, txn=txn, metadata=metadata,
-                                  before_commit=before_commit)
+            on = " AND ".join(f"t.{self.quote(k)} = s.{self.quote(k)}" for k in merge_on)
+            version = self._merge(df, path, Merge(on), merge_schema=merge_schema, txn=txn,
+                                  metadata=metadata, before_commit=before_commit)
         else:  # merging into a new table creates it
-            version = self._write(df, path, mode="append" if mode == "merge" else mode,
+            version = self._write(df, path, mode="overwrite" if mode == "overwrite" else "append",
                                   current=current, schema=schema, partitions=partitions,
                                   replace_where=tuple(replace_where), txn=txn,
                                   metadata=metadata, before_commit=before_commit)
@@ -162,11 +179,54 @@ class DeltaEngine(ABC):
         table's after the write), and commit; return the new table version."""
 
     @abstractmethod
-    def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
-               merge_schema: bool, txn: AppTransaction | None,
-               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
-        """Upsert ``df`` into the existing table ``current`` on ``keys`` in one commit; the
-        new version."""
+    def _merge(self, df: DataFrame, path: str, merge: Merge, *, merge_schema: bool,
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+               before_commit: Callable[[], object]) -> int:
+        """MERGE ``df`` into the existing table ``path`` in one commit (its conditions
+        quoted with ``quote``); the new version."""
+
+    def _apply_changes(self, df: DataFrame, path: str, changes: ApplyChanges, *,
+                       partition_by: tuple[str, ...], merge_schema: bool,
+                       txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+                       before_commit: Callable[[], object]) -> int:
+        """Apply the change records ``df`` in one commit; the new version."""
+        from pyspark.sql import functions as fn
+
+        if problems := changes.problems():
+            raise DeltaTableError(path, "apply_changes: " + "; ".join(problems) + ".")
+        checked = changes.checked(path, _without_char_lengths(df))
+        current = log.snapshot(path) if log.is_table(path) else None
+        partitions = _partitioning(path, current, partition_by)
+        tombstones = None if current is None else changes.tombstones(self.spark, path, txn)
+        if changes.scd_type == 1:
+            rows, flag = changes.latest(checked, tombstones), DELETE
+        else:
+            rows = changes.history(checked, None if current is None else self.read(path),
+                                   tombstones)
+            flag = DROP
+
+        def tombstones_first() -> None:  # the run's deletes, before its commit
+            before_commit()
+            changes.record_tombstones(path, to_arrow(
+                checked.where(fn.col(DELETE)).select(*changes.keys, SEQUENCE)), txn)
+            crash_point("tombstones_recorded")
+
+        data = rows.drop(SEQUENCE) if changes.scd_type == 1 else rows
+        if current is None:  # the table is created with the rows that stay
+            created = data.where(~fn.col(flag)).drop(flag)
+            created, schema = _conform(path, created, None, partitions, merge_schema=True)
+            return self._write(created, path, mode="append", current=None, schema=schema,
+                               partitions=partitions, replace_where=(), txn=txn,
+                               metadata=metadata, before_commit=tombstones_first)
+        conformed, schema = _conform(path, data, current, partitions,
+                                     merge_schema=merge_schema, passthrough=(flag,))
+        columns = [f.name for f in schema.fields]
+        if schema.json() != spark_schema(current.schema_json).json():
+            log.add_columns(storage.absolute(path), schema.json(), user_metadata={
+                log.SCHEMA_CHANGE: dict(metadata or {}).get("deltamark", {})})
+        merge = changes.upsert if changes.scd_type == 1 else changes.replace_history
+        return self._merge(conformed, path, merge(self.quote, columns), merge_schema=False,
+                           txn=txn, metadata=metadata, before_commit=tombstones_first)
 
     def read_changes(self, path: str, *, after: int, to: int,
                      change_feed: bool | None = None) -> DataFrame:
@@ -287,18 +347,21 @@ def _partitioning(path: str, current: Snapshot | None, asked: tuple[str, ...]) -
 
 
 def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Sequence[str],
-             *, merge_schema: bool, type_widening: bool = False
-             ) -> tuple[DataFrame, StructType]:
+             *, merge_schema: bool, type_widening: bool = False,
+             passthrough: Sequence[str] = ()) -> tuple[DataFrame, StructType]:
     """Bring ``df`` to the table's layout by name: columns in the table's order, missing
     nullable columns and struct fields NULL, narrower types cast up; with
     ``merge_schema``, new columns and struct fields added (as Delta's ``mergeSchema``),
     and where ``type_widening``, wider types widen the table's.
 
+    Columns named in ``passthrough`` (how to write a row, not data) follow the others
+    unchanged, and are not in the returned schema.
+
     Returns the DataFrame to write and the schema the table will have after the write.
     """
     from pyspark.sql.types import StructField, StructType
 
-    incoming = {f.name: f for f in df.schema.fields}
+    incoming = {f.name: f for f in df.schema.fields if f.name not in passthrough}
     problems = [f"partition column '{c}' is not in the data" for c in partitions
                 if c not in incoming]
     if current is None:
@@ -307,7 +370,7 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         return df, StructType([StructField(f.name, f.dataType, True) for f in df.schema.fields])
 
     table_fields = spark_schema(current.schema_json).fields
-    if sorted((f.name, f.dataType.json()) for f in df.schema.fields) == sorted(
+    if sorted((f.name, f.dataType.json()) for f in incoming.values()) == sorted(
             (f.name, f.dataType.json()) for f in table_fields) and not problems:
         # the table's columns, in its order or another: written as they are (Delta's
         # files are read by name), with no projection for Spark to analyse
@@ -325,7 +388,7 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
                        conversion.convert(quoted(field.name), given.dataType, wanted,
                                           field.name))
         fields.append(StructField(field.name, wanted, field.nullable, field.metadata))
-    new = [f for f in df.schema.fields if f.name not in {t.name for t in table_fields}]
+    new = [f for f in incoming.values() if f.name not in {t.name for t in table_fields}]
     added = [f"'{f.name}'" for f in new] + [f"'{name}'" for name in merger.added]
     if added and not merge_schema:
         problems.append("new column(s) or field(s) " + ", ".join(added))
@@ -339,7 +402,7 @@ def _conform(path: str, df: DataFrame, current: Snapshot | None, partitions: Seq
         columns.append(quoted(field.name))
         fields.append(StructField(field.name, field.dataType, True))
     return (df.selectExpr(*[f"{sql} AS {quoted(f.name)}" for sql, f in zip(
-        columns, fields, strict=True)]), StructType(fields))
+        columns, fields, strict=True)], *map(quoted, passthrough)), StructType(fields))
 
 
 class _Merger:

@@ -18,7 +18,7 @@ from framework.delta.files import (
     spark_schema,
     unreadable,
 )
-from framework.delta.log import AppTransaction, Snapshot
+from framework.delta.log import AppTransaction, Merge, Snapshot
 from framework.errors import VersionNotFoundError
 from framework.spark.session import is_connect, quoted, temporary_conf
 
@@ -55,6 +55,7 @@ class NativeEngine(DeltaEngine):
     """Reads and writes with ``format("delta")``; Delta Spark skips replayed txns itself."""
 
     name = "native"
+    quote = staticmethod(quoted)
     type_widening = True
 
     def read(self, path: str, *, version: int | None = None,
@@ -125,9 +126,9 @@ class NativeEngine(DeltaEngine):
         writer.save(storage.absolute(path))
         return log.table_version(path) or 0
 
-    def _merge(self, df: DataFrame, path: str, *, current: Snapshot, keys: tuple[str, ...],
-               merge_schema: bool, txn: AppTransaction | None,
-               metadata: Mapping[str, Any] | None, before_commit: Callable[[], object]) -> int:
+    def _merge(self, df: DataFrame, path: str, merge: Merge, *, merge_schema: bool,
+               txn: AppTransaction | None, metadata: Mapping[str, Any] | None,
+               before_commit: Callable[[], object]) -> int:
         before_commit()
         conf = {"spark.databricks.delta.schema.autoMerge.enabled": str(merge_schema).lower()}
         if txn is not None:  # Delta's idempotent-DML settings carry the app transaction
@@ -141,13 +142,29 @@ class NativeEngine(DeltaEngine):
         # table only when the path is absolute (a relative one is read as a file query).
         table = storage.absolute(path)
         source = f"deltamark_merge_{uuid.uuid4().hex}"
-        condition = " AND ".join(f"t.{quoted(k)} = s.{quoted(k)}" for k in keys)
         df.createOrReplaceTempView(source)
         try:
             with temporary_conf(self.spark, conf):
-                self.spark.sql(
-                    f"MERGE INTO delta.{quoted(table)} AS t USING {source} AS s ON {condition} "
-                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+                self.spark.sql(f"MERGE INTO delta.{quoted(table)} AS t USING {source} AS s "
+                               f"ON {merge.on} {_clauses(merge)}")
         finally:
             self.spark.catalog.dropTempView(source)
         return log.table_version(path) or 0
+
+
+def _clauses(merge: Merge) -> str:
+    """``merge``'s WHEN clauses in Spark SQL."""
+    def when(condition: str | None) -> str:
+        return f" AND ({condition})" if condition else ""
+
+    clauses = [f"WHEN MATCHED{when(merge.delete_when)} THEN DELETE"] if merge.delete_when \
+        else []
+    if merge.columns is None:
+        update, insert = "UPDATE SET *", "INSERT *"
+    else:
+        update = "UPDATE SET " + ", ".join(f"t.{quoted(c)} = s.{quoted(c)}"
+                                           for c in merge.columns)
+        insert = (f"INSERT ({', '.join(map(quoted, merge.columns))}) "
+                  f"VALUES ({', '.join(f's.{quoted(c)}' for c in merge.columns)})")
+    return " ".join([*clauses, f"WHEN MATCHED{when(merge.update_when)} THEN {update}",
+                     f"WHEN NOT MATCHED{when(merge.insert_when)} THEN {insert}"])

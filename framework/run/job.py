@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from framework.config import text_value
 from framework.delta import Filter, WriteMode, WriteResult
+from framework.delta.changes import ApplyChanges
 from framework.sinks.iceberg import WriteMode as IcebergWriteMode
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc
@@ -277,6 +278,10 @@ class JobContext:
         self, df: DataFrame, target: str, *, mode: WriteMode = "append",
         partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
         merge_schema: bool = False, merge_on: str | Sequence[str] = (), checks: str | None = None,
+        keys: str | Sequence[str] = (), sequence_by: str | Sequence[str] = (),
+        apply_as_deletes: str | None = None, except_columns: Sequence[str] = (),
+        scd_type: Literal[1, 2] = 1, track_history_columns: Sequence[str] | None = None,
+        tombstone_retention: timedelta = timedelta(days=7),
     ) -> WriteResult:
         """Write ``df`` to the Delta table ``target`` in one commit carrying this run (a
         replay of it is skipped; a target holding a run the state does not know, refused).
@@ -285,7 +290,14 @@ class JobContext:
 
         Args:
             mode: ``append``, ``overwrite`` (only the partitions ``replace_where`` filters such
-                as ``[("day", "=", "2024-01-01")]`` match) or ``merge`` (upsert on ``merge_on``).
+                as ``[("day", "=", "2024-01-01")]`` match), ``merge`` (upsert on ``merge_on``)
+                or ``apply_changes``: ``df`` holds change records (docs/jobs.md), applied by
+                ``keys`` in ``sequence_by`` order: the latest change of a key wins, rows
+                ``apply_as_deletes`` (SQL) holds for delete it, a change older than the
+                table's row for its key (or than its delete, for ``tombstone_retention``)
+                is ignored; ``except_columns`` are not stored; ``scd_type=2`` keeps each
+                key's history in ``__START_AT``/``__END_AT`` rows, a new one when one of
+                ``track_history_columns`` (default: all) changes.
             partition_by: the partition columns of a table this write creates.
             merge_schema: add the columns ``df`` has and the table lacks.
             checks: a rule set of the job's conf (``checks:``) evaluated on ``df`` first;
@@ -299,10 +311,20 @@ class JobContext:
                 lookback would be appended, or ``checks`` names no rule set.
             DataQualityError (nothing was written), StateBehindTargetsError,
             SchemaMismatchError, WriteConflictError
+            DeltaTableError: bad ``merge_on`` or apply_changes options or rows.
         """
+        changes = None
+        if mode == "apply_changes" or keys or sequence_by:
+            changes = ApplyChanges(
+                keys=_as_tuple(keys), sequence_by=_as_tuple(sequence_by),
+                apply_as_deletes=apply_as_deletes, except_columns=tuple(except_columns),
+                scd_type=scd_type, tombstone_retention=tombstone_retention,
+                track_history_columns=None if track_history_columns is None
+                else tuple(track_history_columns))
         return self._run.writes.delta(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
-            merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on))
+            merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on),
+            changes=changes)
 
     def write_iceberg(self, df: DataFrame, table: str, *, mode: IcebergWriteMode = "append",
                       keys: str | Sequence[str] = (), merge_schema: bool = False,

@@ -35,6 +35,7 @@ from state_tables.model import RunOutput
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from framework.delta.changes import ApplyChanges
     from framework.quality import RuleSet
 
 __all__ = ["RunWrites", "WriteHooks"]
@@ -68,12 +69,13 @@ class RunWrites:
 
     def delta(self, df: DataFrame, target: str, *, mode: WriteMode,
                     partition_by: Sequence[str], replace_where: Sequence[Filter],
-                    merge_schema: bool, merge_on: Sequence[str], checks: str | None
-                    ) -> WriteResult:
+                    merge_schema: bool, merge_on: Sequence[str], checks: str | None,
+                    changes: ApplyChanges | None = None) -> WriteResult:
         """``JobContext.write_delta``."""
         write = functools.partial(
             self._write, target=target, mode=mode, partition_by=partition_by,
-            replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on)
+            replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
+            changes=changes)
         self.scope.lineage.outputs[target] = Dataset.at_path(target, df.schema)
         return self._checked_write(df, target, mode, checks, write)
 
@@ -181,7 +183,7 @@ class RunWrites:
     def _write(self, df: DataFrame, *, target: str, mode: WriteMode,
                partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
                merge_schema: bool = False, merge_on: Sequence[str] = (),
-               file_format: str | None = None,
+               changes: ApplyChanges | None = None, file_format: str | None = None,
                file_options: Mapping[str, str] | None = None,
                engine: DeltaEngine | None = None) -> WriteResult:
         """Write to a Delta table (on ``engine``, else the job's Delta path), or with
@@ -203,7 +205,7 @@ class RunWrites:
             result = engine.write(
                 df, target, mode=mode, partition_by=partition_by,
                 replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
-                txn=AppTransaction(app_id(self.job_name), self.run_seq),
+                changes=changes, txn=AppTransaction(app_id(self.job_name), self.run_seq),
                 metadata={"deltamark": self.plan.record()}, before_commit=staged,
                 # a table an empty first read made of the rescued-data column (before
                 # deltamark made none) takes the first real columns

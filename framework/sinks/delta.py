@@ -5,7 +5,8 @@ commit's ``userMetadata`` under ``deltamark`` (``framework.delta`` writes them):
 transaction says which runs landed, the history which run made each commit. A run that
 ended unlanded is fenced out with its transaction committed alone (``deltamarkFence``).
 Rolling back and restoring are Delta RESTOREs (or an emptying, when the run created the
-table) tagged ``deltamarkRollback`` or ``deltamarkRestore``.
+table) tagged ``deltamarkRollback`` or ``deltamarkRestore``; each also removes the delete
+tombstones of the runs it undoes (``framework.delta.changes``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from framework.delta import log
+from framework.delta.changes import forget_tombstones
 from framework.sinks.target import RestoredTarget, TargetRun, Written
 from state_tables.model import RunOutput
 
@@ -79,6 +81,7 @@ class DeltaTarget:
         if log.is_table(self.key):
             log.fence(self.key, log.AppTransaction(app_id(job), run_seq),
                       user_metadata={FENCE: {"job": job, "run_seq": run_seq}})
+            forget_tombstones(self.key, app_id(job), from_run=run_seq)
 
     def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
         newest = log.history(self.key, limit=1)[0]
@@ -91,6 +94,7 @@ class DeltaTarget:
             log.delete_all(self.key, user_metadata=tag)
         else:
             log.restore(self.key, newest.version - 1, user_metadata=tag)
+        forget_tombstones(self.key, app_id(job), from_run=run_seq)
         return True
 
     def restore_blockers(self, job: str, run_seq: int) -> list[str]:
@@ -108,6 +112,7 @@ class DeltaTarget:
         tag = {"deltamarkRestore": {"job": job, "to_run": run_id}}
         new = (log.restore(self.key, keep, user_metadata=tag) if keep is not None
                else log.delete_all(self.key, user_metadata=tag))
+        forget_tombstones(self.key, app_id(job), from_run=run_seq + 1)
         return RestoredTarget(self.key, later[0].version, keep, new)
 
     def _since(self, job: str, run_seq: int) -> tuple[int | None, list[log.Commit]]:

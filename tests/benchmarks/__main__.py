@@ -4,6 +4,7 @@
                                [state_load] [incremental_files] [files_scale] [s3_files] [noop]
                                [workflow] [jdbc] [relationalize] [quality] [ui]
                                [iceberg_source] [connect_files] [delta_planning]
+                               [apply_changes]
 
 Without ``--ci``, at the sizes docs/benchmarks.md quotes. ``--ci`` (.ci/run) runs those of
 CI_BENCHMARKS (unless others are named) with less data and fewer rounds (CI_SIZES: the
@@ -20,7 +21,7 @@ import time
 BENCHMARKS = ("delta_io", "delta_changes", "state_store", "state_size", "state_load",
               "incremental_files", "files_scale", "s3_files", "noop", "workflow", "jdbc",
               "relationalize", "quality", "ui", "iceberg_source", "connect_files",
-              "delta_planning")
+              "delta_planning", "apply_changes")
 
 #: what CI runs (about 3 minutes on a slow 2-core machine): deltamark's own cost of a run,
 #: which a change anywhere can raise and no test times: the state store's read and commit,
@@ -58,6 +59,7 @@ CI_SIZES = {
     "DELTAMARK_BENCH_DOCUMENTS": "150000",  # bench_relationalize (a million)
     "DELTAMARK_BENCH_QUALITY_ROWS": "500000",  # bench_quality (5 million)
     "DELTAMARK_BENCH_CONNECT_FILES": "5000",  # bench_connect_files (10,000)
+    "DELTAMARK_BENCH_APPLY_ROWS": "1000000",  # bench_apply_changes (10 million)
 }
 
 

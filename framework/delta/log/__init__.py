@@ -13,9 +13,11 @@ half the time (delta-rs issue 2184). Rows are read with pyarrow from the snapsho
 
 from framework.delta.log.commit import (
     SCHEMA_CHANGE,
+    Merge,
     add_columns,
     commit_files,
     delete_all,
+    delete_where,
     fence,
     merge_rows,
     restore,
@@ -58,6 +60,7 @@ __all__ = [
     "Commit",
     "DataFile",
     "FileAction",
+    "Merge",
     "NewFile",
     "Snapshot",
     "Upkeep",
@@ -70,6 +73,7 @@ __all__ = [
     "check_path",
     "commit_files",
     "delete_all",
+    "delete_where",
     "deleted_rows",
     "fence",
     "forget_open_tables",

@@ -8,6 +8,7 @@ import json
 import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -27,8 +28,8 @@ from framework.delta.log.table import (
     is_table,
 )
 
-__all__ = ["SCHEMA_CHANGE", "add_columns", "commit_files", "delete_all", "fence", "merge_rows",
-           "restore"]
+__all__ = ["SCHEMA_CHANGE", "Merge", "add_columns", "commit_files", "delete_all", "delete_where",
+           "fence", "merge_rows", "restore"]
 
 
 def _commit_properties(
@@ -126,11 +127,25 @@ def commit_files(
     return _version_of(path, write_id, after=read_version)
 
 
-def merge_rows(path: str, rows: pa.Table, *, keys: Sequence[str], merge_schema: bool = False,
+@dataclass(frozen=True)
+class Merge:
+    """A MERGE's clauses, SQL on the table aliased ``t`` and the rows aliased ``s``: matched
+    rows are deleted where ``delete_when`` holds, else updated where ``update_when`` does;
+    unmatched rows inserted where ``insert_when`` does. ``columns``: those set from the
+    rows' same-named columns (None: all of them, the table taking new ones with
+    ``merge_schema``)."""
+
+    on: str
+    columns: tuple[str, ...] | None = None
+    delete_when: str | None = None
+    update_when: str | None = None
+    insert_when: str | None = None
+
+
+def merge_rows(path: str, rows: pa.Table, *, merge: Merge, merge_schema: bool = False,
                txn: AppTransaction | None = None,
                user_metadata: Mapping[str, Any] | None = None) -> int:
-    """Upsert ``rows`` into the table in ONE commit: rows whose ``keys`` match are updated,
-    the others inserted. Returns the new table version.
+    """Merge ``rows`` into the table in ONE commit (``merge``). Returns the new version.
 
     Raises:
         WriteConflictError: the commit was refused.
@@ -142,18 +157,29 @@ def merge_rows(path: str, rows: pa.Table, *, keys: Sequence[str], merge_schema: 
                             user_metadata=user_metadata)
     write_id = uuid.uuid4().hex
     properties = _commit_properties(txn, user_metadata, write_id)
-    predicate = " AND ".join(f't."{k}" = s."{k}"' for k in keys)
     table = _open(path)
     read_version = table.version()
     try:
-        (table.merge(rows, predicate, source_alias="s", target_alias="t",
-                     merge_schema=merge_schema, commit_properties=properties)
-         .when_matched_update_all()
-         .when_not_matched_insert_all()
-         .execute())
+        builder = table.merge(rows, merge.on, source_alias="s", target_alias="t",
+                              merge_schema=merge_schema, commit_properties=properties)
+        if merge.delete_when:
+            builder = builder.when_matched_delete(merge.delete_when)
+        if merge.columns is None:
+            builder = (builder.when_matched_update_all(merge.update_when)
+                       .when_not_matched_insert_all(merge.insert_when))
+        else:
+            sets = {f'"{c}"': f's."{c}"' for c in merge.columns}
+            builder = (builder.when_matched_update(sets, merge.update_when)
+                       .when_not_matched_insert(sets, merge.insert_when))
+        builder.execute()
     except (CommitFailedError, DeltaError) as exc:
         raise errors.WriteConflictError(path, f"merge refused: {exc}") from exc
     return _version_of(path, write_id, after=read_version)
+
+
+def delete_where(path: str, predicate: str) -> None:
+    """Delete the rows ``predicate`` (SQL) holds for, in one commit (none if no row)."""
+    _open(path).delete(predicate)
 
 
 def restore(path: str, version: int, *, user_metadata: Mapping[str, Any]) -> int:
