@@ -187,6 +187,15 @@ class TransformError(DeltamarkError):
         super().__init__(f"{table}: {message}")
 
 
+class ChangeRecordsError(DeltamarkError):
+    """Change records a write cannot apply (``mode="apply_changes"``): bad options, a
+    missing column, a NULL key or sequence; ``target`` names the table."""
+
+    def __init__(self, target: str, message: str):
+        self.target = target
+        super().__init__(f"{target}: apply_changes: {message}")
+
+
 class DataQualityError(JobError):
     """A rule set gating a target write failed: nothing was written.
 

@@ -92,3 +92,18 @@ def test_per_bucket_s3_options_are_checked_and_reach_every_s3_client(tmp_path):
         "spark.hadoop.fs.s3a.bucket.archive.endpoint"] == "http://127.0.0.1:9"
     assert load_settings(conf_dir=tmp_path / "none").buckets == {}
     assert storage.delta_options("s3://archive/t", environ={}) == {}  # replaced by the next
+
+
+def test_a_job_s_tombstone_retention_is_a_positive_number_of_hours(tmp_path):
+    from datetime import timedelta
+
+    from framework.run.spec import load_job
+
+    (tmp_path / "jobs").mkdir()
+    job = tmp_path / "jobs" / "cdc.yaml"
+    job.write_text("class: jobs.customers_cdc:CustomersCdc\ntombstone_retention_hours: 0\n")
+    settings = load_settings(conf_dir=tmp_path)
+    with pytest.raises(ConfigError, match="tombstone_retention_hours: '0' is not a positive"):
+        load_job(settings, "cdc")
+    job.write_text("class: jobs.customers_cdc:CustomersCdc\ntombstone_retention_hours: 36\n")
+    assert load_job(settings, "cdc").tombstone_retention == timedelta(hours=36)

@@ -535,3 +535,41 @@ def test_a_driver_without_pyiceberg_is_told_the_extra_to_install(tmp_path, monke
     said = one_line(JobFailedError("j", "r1", raised.value))
     assert "Iceberg table lake.db.bronze needs pyiceberg" in said, said
     assert "pip install 'deltamark[iceberg]'" in said and "workers" not in said
+
+
+@needs_runtime
+@pytest.mark.compat
+def test_change_records_applied_to_iceberg_tables_late_repeated_and_rolled_back(ws):
+    from test_apply_changes import COLUMNS, SCD1, full_history, histories, latest_states, runs_of
+
+    from framework.delta.changes import ApplyChanges
+    from framework.sinks import iceberg as sink
+
+    catalog = ws.use_iceberg()
+    changes = histories(25, seed=11)
+    batches = runs_of(changes, 3, seed=11)
+    history = ApplyChanges(keys=("id",), sequence_by=("ts",), apply_as_deletes="Op = 'D'",
+                           except_columns=("Op",), scd_type=2)
+    for name, options in (("current", SCD1), ("history", history)):
+        for seq, batch in enumerate(batches, 1):
+            sink.write(ws.spark, ws.spark.createDataFrame(batch, COLUMNS), f"{catalog}.{name}",
+                       mode="apply_changes", keys=("id",), job="cdc", run_id=f"r{seq}",
+                       run_seq=seq, record={}, before_commit=lambda: None, changes=options)
+    current = {tuple(r) for r in ws.spark.table(f"{catalog}.current").collect()}
+    assert current == latest_states(changes)
+    assert {tuple(r) for r in ws.spark.table(f"{catalog}.history").collect()} == \
+        full_history(changes)
+    # a replay writes nothing; a rolled-back run takes its tombstones along
+    sink.write(ws.spark, ws.spark.createDataFrame(batches[2], COLUMNS), f"{catalog}.current",
+               mode="apply_changes", keys=("id",), job="cdc", run_id="r3", run_seq=3,
+               record={}, before_commit=lambda: None, changes=SCD1)
+    assert {tuple(r) for r in ws.spark.table(f"{catalog}.current").collect()} == current
+    target = sink.IcebergTarget(f"{catalog}.current")
+    assert target.roll_back("cdc", 3, "r3")
+    assert target.restore("cdc", 1, "r1") is not None
+    for seq in (2, 3):
+        sink.write(ws.spark, ws.spark.createDataFrame(batches[seq - 1], COLUMNS),
+                   f"{catalog}.current", mode="apply_changes", keys=("id",), job="cdc",
+                   run_id=f"r{seq}b", run_seq=seq + 2, record={}, before_commit=lambda: None,
+                   changes=SCD1)
+    assert {tuple(r) for r in ws.spark.table(f"{catalog}.current").collect()} == current

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from framework import storage
 from framework.delta import log
 from framework.delta.log import AppTransaction, Merge
-from framework.errors import DeltaTableError
+from framework.errors import ChangeRecordsError
 from framework.spark.session import from_arrow, quoted
 
 if TYPE_CHECKING:
@@ -96,25 +96,27 @@ class ApplyChanges:
             problems.append("tombstone_retention: a positive duration")
         return problems
 
-    def checked(self, path: str, df: DataFrame) -> DataFrame:
+    def checked(self, target: str, df: DataFrame) -> DataFrame:
         """``df`` with its sequence (``SEQUENCE``) and whether each change deletes
-        (``DELETE``).
+        (``DELETE``), without the ``except_columns`` it has.
 
         Raises:
-            DeltaTableError: a column these options name is missing, the delete condition
-                is not valid SQL on the changes, or a key or sequence is NULL (naming the
-                column and the change).
+            ChangeRecordsError: these options are wrong, a column they name (but
+                ``except_columns``) is missing, the delete condition is not valid SQL on
+                the changes, or a key or sequence is NULL (naming the column and the
+                change).
         """
         from pyspark.errors import AnalysisException
         from pyspark.sql import functions as F
 
+        if problems := self.problems():
+            raise ChangeRecordsError(target, "; ".join(problems) + ".")
         named = {"keys": self.keys, "sequence_by": self.sequence_by,
-                 "except_columns": self.except_columns,
                  "track_history_columns": self.track_history_columns or ()}
         for option, columns in named.items():
             if missing := [c for c in columns if c not in df.columns]:
-                raise DeltaTableError(path, f"apply_changes: {option} column(s) {missing} are "
-                                      f"not in the changes (columns: {', '.join(df.columns)})")
+                raise ChangeRecordsError(target, f"{option} column(s) {missing} are not in "
+                                         f"the changes (columns: {', '.join(df.columns)})")
         sequence = (_col(self.sequence_by[0]) if len(self.sequence_by) == 1
                     else F.struct(*[_col(c) for c in self.sequence_by]))
         try:
@@ -123,8 +125,8 @@ class ApplyChanges:
             checked = df.withColumn(SEQUENCE, sequence).withColumn(DELETE, deleting)
         except AnalysisException as exc:
             first = str(exc).strip().splitlines()[0]
-            raise DeltaTableError(path, f"apply_as_deletes={self.apply_as_deletes!r} is not a "
-                                  f"condition on the changes: {first}") from None
+            raise ChangeRecordsError(target, f"apply_as_deletes={self.apply_as_deletes!r} is "
+                                     f"not a condition on the changes: {first}") from None
         needed = [*self.keys, *self.sequence_by]
         null = F.lit(False)
         for column in needed:
@@ -133,9 +135,9 @@ class ApplyChanges:
             row = bad[0].asDict()
             column = next(c for c in needed if row[c] is None)
             shown = ", ".join(f"{c}={row[c]!r}" for c in needed)
-            raise DeltaTableError(path, f"apply_changes: {column} is NULL in a change ({shown});"
-                                  " keys and sequence_by columns need a value in every change")
-        return checked.drop(*self.except_columns)
+            raise ChangeRecordsError(target, f"{column} is NULL in a change ({shown}); keys "
+                                     "and sequence_by columns need a value in every change")
+        return checked.drop(*[c for c in self.except_columns if c in df.columns])
 
     # --- SCD 1 -----------------------------------------------------------------------
 
@@ -180,7 +182,10 @@ class ApplyChanges:
         events = changes.select(*data, SEQUENCE, DELETE, F.lit(1).alias(_NEW))
         held = None
         if table is not None:
-            held = table.join(changes.select(*keys).distinct(), keys, "left_semi")
+            # the rows of the keys changed, read once: the table is scanned once, not
+            # for each of the four uses below
+            held = table.join(changes.select(*keys).distinct(), keys, "left_semi") \
+                .localCheckpoint(eager=True)
             upserts = held.select(*data, F.col(START_AT).alias(SEQUENCE),
                                   F.lit(False).alias(DELETE), F.lit(0).alias(_NEW))
             starts = held.select(*keys, F.col(START_AT).alias(SEQUENCE))
@@ -237,38 +242,37 @@ class ApplyChanges:
 
     # --- tombstones ------------------------------------------------------------------
 
-    def tombstones(self, spark: SparkSession, path: str, txn: AppTransaction | None
-                   ) -> DataFrame | None:
-        """The tombstones of ``path`` within the retention that runs which landed wrote
-        (None: there are none)."""
-        rows = log.read_rows(tombstones_path(path))
+    def tombstones(self, spark: SparkSession, at: str, *, run: AppTransaction | None,
+                   landed: int) -> DataFrame | None:
+        """The tombstones kept at ``at`` within the retention, but those of runs of
+        ``run``'s job after ``landed`` (its newest run whose target commit landed): None
+        when there are none."""
+        rows = log.read_rows(at)
         if rows is None or rows.num_rows == 0:
             return None
         cutoff = int((time.time() - self.tombstone_retention.total_seconds()) * 1000)
         kept = pc.greater_equal(rows[_T_AT], cutoff)
-        if txn is not None:  # this job's own: only of runs whose commit landed
-            landed = log.transaction_version(storage.absolute(path), txn.app_id) or 0
-            kept = pc.and_(kept, pc.or_(pc.not_equal(rows[_T_APP], txn.app_id),
+        if run is not None:
+            kept = pc.and_(kept, pc.or_(pc.not_equal(rows[_T_APP], run.app_id),
                                         pc.less_equal(rows[_T_RUN], landed)))
         rows = rows.filter(kept).select([*self.keys, _T_SEQUENCE])
         return from_arrow(spark, rows) if rows.num_rows else None
 
-    def record_tombstones(self, path: str, deletes: pa.Table, txn: AppTransaction | None
+    def record_tombstones(self, at: str, deletes: pa.Table, run: AppTransaction | None
                           ) -> None:
-        """Commit tombstones for ``deletes`` (keys and ``SEQUENCE``), and drop those past
-        the retention."""
+        """Commit tombstones at ``at`` for ``deletes`` (keys and ``SEQUENCE``) of ``run``,
+        and drop those past the retention."""
         if deletes.num_rows == 0:
             return
         now = int(time.time() * 1000)
         n = deletes.num_rows
         rows = (deletes.rename_columns([*self.keys, _T_SEQUENCE])
-                .append_column(_T_APP, pa.array([txn.app_id if txn else ""] * n, pa.string()))
-                .append_column(_T_RUN, pa.array([txn.version if txn else 0] * n, pa.int64()))
+                .append_column(_T_APP, pa.array([run.app_id if run else ""] * n, pa.string()))
+                .append_column(_T_RUN, pa.array([run.version if run else 0] * n, pa.int64()))
                 .append_column(_T_AT, pa.array([now] * n, pa.int64())))
-        where = tombstones_path(path)
-        log.append_rows(where, rows)
+        log.append_rows(at, rows)
         cutoff = now - int(self.tombstone_retention.total_seconds() * 1000)
-        log.delete_where(where, f'"{_T_AT}" < {cutoff}')
+        log.delete_where(at, f'"{_T_AT}" < {cutoff}')
 
 
 def tombstones_path(path: str) -> str:
@@ -276,10 +280,9 @@ def tombstones_path(path: str) -> str:
     return storage.join(storage.absolute(path), TOMBSTONES)
 
 
-def forget_tombstones(path: str, app_id: str, *, from_run: int) -> None:
-    """Remove the tombstones runs ``from_run`` and later of ``app_id`` wrote (their target
-    commits were discarded, rolled back or restored away)."""
-    where = tombstones_path(path)
+def forget_tombstones(where: str, app_id: str, *, from_run: int) -> None:
+    """Remove the tombstones kept at ``where`` that runs ``from_run`` and later of
+    ``app_id`` wrote (their target commits were discarded, rolled back or restored away)."""
     if log.is_table(where):
         app = app_id.replace("'", "''")
         log.delete_where(where, f"\"{_T_APP}\" = '{app}' AND \"{_T_RUN}\" >= {from_run}")

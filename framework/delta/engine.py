@@ -12,7 +12,7 @@ from framework import storage
 from framework.common.faults import crash_point
 from framework.delta import filters as F
 from framework.delta import log
-from framework.delta.changes import DELETE, DROP, SEQUENCE, ApplyChanges
+from framework.delta.changes import DELETE, DROP, SEQUENCE, ApplyChanges, tombstones_path
 from framework.delta.files import FileRead, read_files, read_schema, spark_schema
 from framework.delta.filters import Filter
 from framework.delta.log import AppTransaction, Commit, Merge, Snapshot
@@ -192,12 +192,13 @@ class DeltaEngine(ABC):
         """Apply the change records ``df`` in one commit; the new version."""
         from pyspark.sql import functions as fn
 
-        if problems := changes.problems():
-            raise DeltaTableError(path, "apply_changes: " + "; ".join(problems) + ".")
         checked = changes.checked(path, _without_char_lengths(df))
         current = log.snapshot(path) if log.is_table(path) else None
         partitions = _partitioning(path, current, partition_by)
-        tombstones = None if current is None else changes.tombstones(self.spark, path, txn)
+        kept_at = tombstones_path(path)
+        tombstones = None if current is None else changes.tombstones(
+            self.spark, kept_at, run=txn,
+            landed=log.transaction_version(path, txn.app_id) or 0 if txn else 0)
         if changes.scd_type == 1:
             rows, flag = changes.latest(checked, tombstones), DELETE
         else:
@@ -207,7 +208,7 @@ class DeltaEngine(ABC):
 
         def tombstones_first() -> None:  # the run's deletes, before its commit
             before_commit()
-            changes.record_tombstones(path, to_arrow(
+            changes.record_tombstones(kept_at, to_arrow(
                 checked.where(fn.col(DELETE)).select(*changes.keys, SEQUENCE)), txn)
             crash_point("tombstones_recorded")
 

@@ -146,25 +146,7 @@ class NativeEngine(DeltaEngine):
         try:
             with temporary_conf(self.spark, conf):
                 self.spark.sql(f"MERGE INTO delta.{quoted(table)} AS t USING {source} AS s "
-                               f"ON {merge.on} {_clauses(merge)}")
+                               f"ON {merge.on} {merge.when_clauses(quoted)}")
         finally:
             self.spark.catalog.dropTempView(source)
         return log.table_version(path) or 0
-
-
-def _clauses(merge: Merge) -> str:
-    """``merge``'s WHEN clauses in Spark SQL."""
-    def when(condition: str | None) -> str:
-        return f" AND ({condition})" if condition else ""
-
-    clauses = [f"WHEN MATCHED{when(merge.delete_when)} THEN DELETE"] if merge.delete_when \
-        else []
-    if merge.columns is None:
-        update, insert = "UPDATE SET *", "INSERT *"
-    else:
-        update = "UPDATE SET " + ", ".join(f"t.{quoted(c)} = s.{quoted(c)}"
-                                           for c in merge.columns)
-        insert = (f"INSERT ({', '.join(map(quoted, merge.columns))}) "
-                  f"VALUES ({', '.join(f's.{quoted(c)}' for c in merge.columns)})")
-    return " ".join([*clauses, f"WHEN MATCHED{when(merge.update_when)} THEN {update}",
-                     f"WHEN NOT MATCHED{when(merge.insert_when)} THEN {insert}"])

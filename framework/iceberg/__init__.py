@@ -166,6 +166,17 @@ def history(table: str, *, missing_ok: bool = False) -> list[Snapshot]:
     return chain[::-1]
 
 
+def location(table: str) -> str:
+    """Where the table's files are (a path, or an object-store URI).
+
+    Raises:
+        IcebergError: no such table, or its catalog cannot be reached.
+    """
+    found = _load(table).location()
+    return found.removeprefix("file://") if found.startswith("file:///") \
+        else found.removeprefix("file:")
+
+
 def exists(table: str) -> bool:
     """Whether the catalog holds ``table``.
 

@@ -62,7 +62,7 @@ def execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
     steps = None if dry_run else _Steps(store, run, events or RunEvents())
     job_run = JobRun(spark=spark, run=identity, bookmark=options, store=store, engine=engine,
                      connections=connections, checks=spec.checks, hooks=steps,
-                     dry_run=dry_run)
+                     dry_run=dry_run, tombstone_retention=spec.tombstone_retention)
     ctx = JobContext(job_run, params)
     if steps is None:
         _run_code(spec, ctx)

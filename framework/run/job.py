@@ -281,7 +281,7 @@ class JobContext:
         keys: str | Sequence[str] = (), sequence_by: str | Sequence[str] = (),
         apply_as_deletes: str | None = None, except_columns: Sequence[str] = (),
         scd_type: Literal[1, 2] = 1, track_history_columns: Sequence[str] | None = None,
-        tombstone_retention: timedelta = timedelta(days=7),
+        tombstone_retention: timedelta | None = None,
     ) -> WriteResult:
         """Write ``df`` to the Delta table ``target`` in one commit carrying this run (a
         replay of it is skipped; a target holding a run the state does not know, refused).
@@ -294,8 +294,9 @@ class JobContext:
                 or ``apply_changes``: ``df`` holds change records (docs/jobs.md), applied by
                 ``keys`` in ``sequence_by`` order: the latest change of a key wins, rows
                 ``apply_as_deletes`` (SQL) holds for delete it, a change older than the
-                table's row for its key (or than its delete, for ``tombstone_retention``)
-                is ignored; ``except_columns`` are not stored; ``scd_type=2`` keeps each
+                table's row for its key (or than its delete, for ``tombstone_retention``:
+                by default the job conf's ``tombstone_retention_hours``, a week) is
+                ignored; ``except_columns`` are not stored; ``scd_type=2`` keeps each
                 key's history in ``__START_AT``/``__END_AT`` rows, a new one when one of
                 ``track_history_columns`` (default: all) changes.
             partition_by: the partition columns of a table this write creates.
@@ -311,27 +312,48 @@ class JobContext:
                 lookback would be appended, or ``checks`` names no rule set.
             DataQualityError (nothing was written), StateBehindTargetsError,
             SchemaMismatchError, WriteConflictError
-            DeltaTableError: bad ``merge_on`` or apply_changes options or rows.
+            DeltaTableError: bad ``merge_on``.
+            ChangeRecordsError: bad apply_changes options or change records.
         """
-        changes = None
-        if mode == "apply_changes" or keys or sequence_by:
-            changes = ApplyChanges(
-                keys=_as_tuple(keys), sequence_by=_as_tuple(sequence_by),
-                apply_as_deletes=apply_as_deletes, except_columns=tuple(except_columns),
-                scd_type=scd_type, tombstone_retention=tombstone_retention,
-                track_history_columns=None if track_history_columns is None
-                else tuple(track_history_columns))
+        changes = self._changes(
+            mode == "apply_changes" or bool(keys) or bool(sequence_by), keys=keys,
+            sequence_by=sequence_by, apply_as_deletes=apply_as_deletes,
+            except_columns=except_columns, scd_type=scd_type,
+            track_history_columns=track_history_columns,
+            tombstone_retention=tombstone_retention)
         return self._run.writes.delta(
             df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
             merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on),
             changes=changes)
 
-    def write_iceberg(self, df: DataFrame, table: str, *, mode: IcebergWriteMode = "append",
-                      keys: str | Sequence[str] = (), merge_schema: bool = False,
-                      checks: str | None = None) -> WriteResult:
+    def _changes(self, applied: bool, *, keys: str | Sequence[str],
+                 sequence_by: str | Sequence[str], apply_as_deletes: str | None,
+                 except_columns: Sequence[str], scd_type: Literal[1, 2],
+                 track_history_columns: Sequence[str] | None,
+                 tombstone_retention: timedelta | None) -> ApplyChanges | None:
+        """The apply_changes options of a write (None: the write applies no changes)."""
+        if not applied:
+            return None
+        return ApplyChanges(
+            keys=_as_tuple(keys), sequence_by=_as_tuple(sequence_by),
+            apply_as_deletes=apply_as_deletes, except_columns=tuple(except_columns),
+            scd_type=scd_type,
+            tombstone_retention=tombstone_retention or self._run.scope.tombstone_retention,
+            track_history_columns=None if track_history_columns is None
+            else tuple(track_history_columns))
+
+    def write_iceberg(
+        self, df: DataFrame, table: str, *, mode: IcebergWriteMode = "append",
+        keys: str | Sequence[str] = (), merge_schema: bool = False, checks: str | None = None,
+        sequence_by: str | Sequence[str] = (), apply_as_deletes: str | None = None,
+        except_columns: Sequence[str] = (), scd_type: Literal[1, 2] = 1,
+        track_history_columns: Sequence[str] | None = None,
+        tombstone_retention: timedelta | None = None,
+    ) -> WriteResult:
         """Write ``df`` to the Iceberg table ``table`` (``catalog.namespace.table``; created when
         missing) in one snapshot carrying this run, as ``write_delta`` does (``checks`` too):
-        ``mode`` ``append``, ``overwrite`` (the whole table) or ``merge`` (an upsert on ``keys``).
+        ``mode`` ``append``, ``overwrite`` (the whole table), ``merge`` (an upsert on ``keys``)
+        or ``apply_changes`` (change records, with the options ``write_delta`` takes).
         With ``merge_schema``, the table first takes the rows' new columns and struct fields
         and Iceberg's promotions (int -> long, float -> double, decimal precision). Returns a
         ``WriteResult`` (``version``: the snapshot id).
@@ -339,9 +361,15 @@ class JobContext:
         Raises:
             IcebergError, JobError, DataQualityError, StateBehindTargetsError
             SparkFeatureError: a Spark line Iceberg has no runtime for.
+            ChangeRecordsError: bad apply_changes options or change records.
         """
+        changes = self._changes(
+            mode == "apply_changes" or bool(sequence_by), keys=keys, sequence_by=sequence_by,
+            apply_as_deletes=apply_as_deletes, except_columns=except_columns,
+            scd_type=scd_type, track_history_columns=track_history_columns,
+            tombstone_retention=tombstone_retention)
         return self._run.writes.iceberg(df, table, mode=mode, checks=checks, keys=_as_tuple(keys),
-                                       merge_schema=merge_schema)
+                                       merge_schema=merge_schema, changes=changes)
 
     def write_parquet(self, df: DataFrame, target: str, *, partition_by: Sequence[str] = (),
                       checks: str | None = None) -> WriteResult:

@@ -32,6 +32,8 @@ from state_tables.model import DqResult, RunOutput
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from pyspark.sql import DataFrame, SparkSession
 
     from framework.quality import RuleSet
@@ -58,7 +60,7 @@ class JobRun:
 
     def __init__(self, *, spark: SparkSession, run: RunIdentity, bookmark: BookmarkOptions,
                  store: StateStore, engine: DeltaEngine, connections: Connections,
-                 checks: Mapping[str, RuleSet] | None = None,
+                 tombstone_retention: timedelta, checks: Mapping[str, RuleSet] | None = None,
                  hooks: TargetWriteHooks | None = None, dry_run: bool = False):
         self.job_name, self.run_id, self.run_seq = run.job, run.run_id, run.run_seq
         self.log = logging.getLogger(f"deltamark.job.{run.job}")
@@ -67,7 +69,7 @@ class JobRun:
         self.plan = RunPlan(run, bookmark, BookmarkHistory(store, run.job))
         self.scope = RunScope(spark=spark, identity=run, plan=self.plan, engine=engine,
                               store=store, connections=connections, log=self.log,
-                              dry_run=dry_run)
+                              dry_run=dry_run, tombstone_retention=tombstone_retention)
         self.checks = RunChecks(job=run.job, run_id=run.run_id, run_seq=run.run_seq,
                                 attempt=run.attempt, store=store, log=self.log)
         self.writes = RunWrites(self.scope, rule_sets=checks or {}, checks=self.checks,

@@ -14,6 +14,8 @@ from framework.run.plan import RunIdentity, RunPlan
 from state_tables.store import StateStore
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from pyspark.sql import SparkSession
 
     from framework.delta import DeltaEngine
@@ -38,6 +40,8 @@ class RunScope:
     connections: Connections
     log: logging.Logger
     dry_run: bool
+    #: how long an apply_changes write keeps delete tombstones (the job's conf)
+    tombstone_retention: timedelta
     lineage: RunDatasets = field(default_factory=RunDatasets)
     rescued_columns: set[str] = field(default_factory=set)
     schema_changes: dict[str, list[str]] = field(default_factory=dict)

@@ -20,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
 
 __all__ = ["JobSpec", "job_names", "load_job"]
 
-KNOWN_KEYS = ("class", "bookmark", "params", "checks", "description", "skip_when_nothing_new")
+KNOWN_KEYS = ("class", "bookmark", "params", "checks", "description", "skip_when_nothing_new",
+              "tombstone_retention_hours")
+#: a week, as a file delivered late or a replica's lag are counted in days at most
+TOMBSTONE_RETENTION_HOURS = 168
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,9 @@ class JobSpec:
     #: the modules of the job's code that Spark's Python workers get by value (a module
     #: loaded from a file, or the project's own): ``send_by_value`` before Spark runs it
     by_value: tuple[str, ...] = ()
+    #: how long ``write_delta(mode="apply_changes")`` keeps a delete's tombstone, unless a
+    #: write says (``tombstone_retention_hours``)
+    tombstone_retention: timedelta = timedelta(hours=TOMBSTONE_RETENTION_HOURS)
 
     @functools.cached_property
     def job_class(self) -> type[IncrementalJob]:
@@ -113,6 +120,13 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     if not isinstance(skip, bool):
         problems.append(f"skip_when_nothing_new: '{skip}' is not true or false")
 
+    tombstones = raw.get("tombstone_retention_hours", TOMBSTONE_RETENTION_HOURS)
+    if isinstance(tombstones, bool) or not isinstance(tombstones, (int, float)) \
+            or tombstones <= 0:
+        problems.append(f"tombstone_retention_hours: '{tombstones}' is not a positive number "
+                        "of hours")
+        tombstones = TOMBSTONE_RETENTION_HOURS
+
     params, param_problems = scalar_mapping(raw.get("params"), "params")
     problems += param_problems
 
@@ -137,7 +151,8 @@ def load_job(settings: Settings, name: str) -> JobSpec:
     return JobSpec(name=name, source=path, load_class=functools.partial(found.load, path),
                    code_file=found.file, bookmark=bookmark, params=params,
                    description=str(raw.get("description", "")), checks=checks,
-                   skip_when_nothing_new=skip, by_value=found.by_value)
+                   skip_when_nothing_new=skip, by_value=found.by_value,
+                   tombstone_retention=timedelta(hours=tombstones))
 
 
 @dataclass(frozen=True)

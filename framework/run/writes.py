@@ -90,24 +90,25 @@ class RunWrites:
         return self._checked_write(df, target, "append", checks, write)
 
     def iceberg(self, df: DataFrame, table: str, *, mode: iceberg_sink.WriteMode,
-                      keys: Sequence[str], merge_schema: bool, checks: str | None
-                      ) -> WriteResult:
+                      keys: Sequence[str], merge_schema: bool, checks: str | None,
+                      changes: ApplyChanges | None = None) -> WriteResult:
         """``JobContext.write_iceberg``."""
         require_iceberg_runtime()
         iceberg.split_name(table)  # a table of no configured catalog: before any check runs
         self.scope.lineage.outputs[table] = Dataset.in_catalog(table, df.schema)
         return self._checked_write(df, table, mode, checks, functools.partial(
             self._write_iceberg, table=table, mode=mode, keys=keys,
-            merge_schema=merge_schema))
+            merge_schema=merge_schema, changes=changes))
 
     def _write_iceberg(self, df: DataFrame, *, table: str, mode: iceberg_sink.WriteMode,
-                       keys: Sequence[str], merge_schema: bool) -> WriteResult:
+                       keys: Sequence[str], merge_schema: bool,
+                       changes: ApplyChanges | None) -> WriteResult:
         def commit(staged: Callable[[], None]) -> tuple[WriteResult, RunOutput]:
             # Spark writes and commits in one go: the plan is recorded before it starts
             written = iceberg_sink.write(
                 self.spark, df, table, mode=mode, keys=keys, job=self.job_name,
                 run_id=self.run_id, run_seq=self.run_seq, record=self.plan.record(),
-                before_commit=staged, merge_schema=merge_schema)
+                before_commit=staged, merge_schema=merge_schema, changes=changes)
             return (WriteResult(version=written.snapshot or 0, skipped=written.replayed),
                     {"version": written.snapshot or 0})
 

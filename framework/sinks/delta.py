@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from framework.delta import log
-from framework.delta.changes import forget_tombstones
+from framework.delta.changes import forget_tombstones, tombstones_path
 from framework.sinks.target import RestoredTarget, TargetRun, Written
 from state_tables.model import RunOutput
 
@@ -81,7 +81,7 @@ class DeltaTarget:
         if log.is_table(self.key):
             log.fence(self.key, log.AppTransaction(app_id(job), run_seq),
                       user_metadata={FENCE: {"job": job, "run_seq": run_seq}})
-            forget_tombstones(self.key, app_id(job), from_run=run_seq)
+            forget_tombstones(tombstones_path(self.key), app_id(job), from_run=run_seq)
 
     def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
         newest = log.history(self.key, limit=1)[0]
@@ -94,7 +94,7 @@ class DeltaTarget:
             log.delete_all(self.key, user_metadata=tag)
         else:
             log.restore(self.key, newest.version - 1, user_metadata=tag)
-        forget_tombstones(self.key, app_id(job), from_run=run_seq)
+        forget_tombstones(tombstones_path(self.key), app_id(job), from_run=run_seq)
         return True
 
     def restore_blockers(self, job: str, run_seq: int) -> list[str]:
@@ -112,7 +112,7 @@ class DeltaTarget:
         tag = {"deltamarkRestore": {"job": job, "to_run": run_id}}
         new = (log.restore(self.key, keep, user_metadata=tag) if keep is not None
                else log.delete_all(self.key, user_metadata=tag))
-        forget_tombstones(self.key, app_id(job), from_run=run_seq + 1)
+        forget_tombstones(tombstones_path(self.key), app_id(job), from_run=run_seq + 1)
         return RestoredTarget(self.key, later[0].version, keep, new)
 
     def _since(self, job: str, run_seq: int) -> tuple[int | None, list[log.Commit]]:

@@ -22,10 +22,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal
 
 from framework import iceberg
+from framework.delta.changes import DELETE, DROP, SEQUENCE, ApplyChanges, forget_tombstones
+from framework.delta.log import AppTransaction, Merge
 from framework.errors import IcebergError
+from framework.sinks.delta import app_id
 from framework.sinks.target import RestoredTarget, TargetRun, Written
 from framework.spark.lines import at_least
-from framework.spark.session import quoted, temporary_conf
+from framework.spark.session import quoted, temporary_conf, to_arrow
 from framework.spark.types import same, sql_type, widens
 from state_tables.model import RunOutput, RunRecord
 
@@ -40,7 +43,7 @@ logger = logging.getLogger(__name__)
 #: the tag of an Iceberg target's entry in ``Run.outputs``
 OUTPUT_TAG: RunOutput = {"format": "iceberg"}
 
-WriteMode = Literal["append", "overwrite", "merge"]
+WriteMode = Literal["append", "overwrite", "merge", "apply_changes"]
 #: Iceberg's session conf whose keys a SQL statement's snapshot summary takes (1.11, Spark 4)
 _SESSION_PROPERTY = "spark.sql.iceberg.snapshot-property."
 
@@ -61,15 +64,22 @@ class IcebergWrite:
 
 def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
           keys: Sequence[str], job: str, run_id: str, run_seq: int, record: RunRecord,
-          before_commit: Callable[[], object], merge_schema: bool = False) -> IcebergWrite:
+          before_commit: Callable[[], object], merge_schema: bool = False,
+          changes: ApplyChanges | None = None) -> IcebergWrite:
     """Write ``df`` to ``table`` as run ``run_seq`` of ``job``, once: when the table holds
     the run already, nothing is written. ``before_commit`` runs before the snapshot is
-    committed (the runner records the run's plan then).
+    committed (the runner records the run's plan then). ``apply_changes`` applies change
+    records as ``changes`` says (``framework.delta.changes``; tombstones beside the
+    table's location, ``tombstones_at``).
 
     Raises:
         IcebergError: a merge without keys, or keys the rows lack; new columns without
             ``merge_schema``, or a type the table's cannot take.
+        ChangeRecordsError: bad apply_changes options or change records.
     """
+    if (mode == "apply_changes") != (changes is not None):
+        raise IcebergError(table, "mode='apply_changes' takes keys and sequence_by (and only "
+                           "that mode does)")
     if mode == "merge":
         if not keys:
             raise IcebergError(table, "mode='merge' needs keys=[the columns that identify a "
@@ -80,26 +90,74 @@ def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
     target = IcebergTarget(table)
     if landed := target.runs(job, after_seq=run_seq - 1):
         return IcebergWrite(landed[0].version, replayed=True)
-    if iceberg.exists(table):
-        _evolve(spark, df, table, merge_schema=merge_schema)
-    before_commit()
     mark = {f"{iceberg.MARK_PREFIX}{key}": value for key, value in (
         ("job", job), ("run_seq", str(run_seq)), ("run_id", run_id),
         ("record", json.dumps(record, default=str)))}
-    if not iceberg.exists(table):
-        _with_options(df.writeTo(table), mark).using("iceberg").create()
-    elif mode == "merge" and at_least("4.0"):
-        _merge_marked(spark, df, table, keys, mark)
-    elif mode == "merge":
-        _merge_then_mark(spark, df, table, keys, mark)
-    elif mode == "overwrite":
-        from pyspark.sql import functions as F
-
-        _with_options(df.writeTo(table), mark).overwrite(F.lit(True))
+    if changes is not None:
+        _apply(spark, df, table, changes, run=AppTransaction(app_id(job), run_seq),
+               mark=mark, before_commit=before_commit, merge_schema=merge_schema)
     else:
-        _with_options(df.writeTo(table), mark).append()
+        if iceberg.exists(table):
+            _evolve(spark, df, table, merge_schema=merge_schema)
+        before_commit()
+        if not iceberg.exists(table):
+            _with_options(df.writeTo(table), mark).using("iceberg").create()
+        elif mode == "merge":
+            on = " AND ".join(f"t.{quoted(key)} = s.{quoted(key)}" for key in keys)
+            _merge(spark, df, table, Merge(on), mark)
+        elif mode == "overwrite":
+            from pyspark.sql import functions as F
+
+            _with_options(df.writeTo(table), mark).overwrite(F.lit(True))
+        else:
+            _with_options(df.writeTo(table), mark).append()
     [written] = target.runs(job, after_seq=run_seq - 1)
     return IcebergWrite(written.version)
+
+
+def tombstones_at(table: str) -> str:
+    """Where the delete tombstones of apply_changes writes to ``table`` are kept: a Delta
+    table beside its location (not in it, where Iceberg's orphan-file removal would
+    delete them)."""
+    return iceberg.location(table).rstrip("/") + "__deltamark_tombstones"
+
+
+def _apply(spark: SparkSession, df: DataFrame, table: str, changes: ApplyChanges, *,
+           run: AppTransaction, mark: Mapping[str, str], before_commit: Callable[[], object],
+           merge_schema: bool) -> None:
+    """Apply the change records ``df`` in one snapshot (see ``framework.delta.changes``)."""
+    from pyspark.sql import functions as F
+
+    checked = changes.checked(table, df)
+    exists = iceberg.exists(table)
+    tombstones = None
+    if exists:
+        landed = max((s.mark().get("run_seq", 0) for s in iceberg.history(table)
+                      if s.mark().get("job") == run.app_id.removeprefix("deltamark:")),
+                     default=0)
+        tombstones = changes.tombstones(spark, tombstones_at(table), run=run, landed=landed)
+    if changes.scd_type == 1:
+        rows, flag = changes.latest(checked, tombstones).drop(SEQUENCE), DELETE
+    else:
+        rows = changes.history(checked, spark.table(table) if exists else None, tombstones)
+        flag = DROP
+
+    def record_tombstones() -> None:
+        changes.record_tombstones(tombstones_at(table), to_arrow(
+            checked.where(F.col(DELETE)).select(*changes.keys, SEQUENCE)), run)
+
+    if not exists:  # created with the rows that stay; then its tombstones have a place
+        before_commit()
+        _with_options(rows.where(~F.col(flag)).drop(flag).writeTo(table), mark) \
+            .using("iceberg").create()
+        record_tombstones()
+        return
+    _evolve(spark, rows.drop(flag), table, merge_schema=merge_schema)
+    before_commit()
+    record_tombstones()
+    columns = [c for c in rows.columns if c != flag]
+    merge = changes.upsert if changes.scd_type == 1 else changes.replace_history
+    _merge(spark, rows, table, merge(quoted, columns), mark)
 
 
 def _evolve(spark: SparkSession, df: DataFrame, table: str, *, merge_schema: bool) -> None:
@@ -169,34 +227,26 @@ def _with_options(writer: DataFrameWriterV2, mark: Mapping[str, str]) -> DataFra
     return writer
 
 
-def _merge_marked(spark: SparkSession, df: DataFrame, table: str, keys: Sequence[str],
-                  mark: Mapping[str, str]) -> None:
-    """An upsert of ``df`` on ``keys``, in one snapshot whose summary takes ``mark``
-    (Iceberg's session conf for a statement's snapshot properties, Spark 4)."""
-    from pyspark.sql import functions as F
-
-    matched = F.expr(" AND ".join(f"{table}.{quoted(key)} = deltamark_rows.{quoted(key)}"
-                                  for key in keys))
-    with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
-        (df.alias("deltamark_rows").mergeInto(table, matched).whenMatched().updateAll()
-         .whenNotMatched().insertAll().merge())
-
-
-def _merge_then_mark(spark: SparkSession, df: DataFrame, table: str, keys: Sequence[str],
-                     mark: Mapping[str, str]) -> None:
-    """An upsert of ``df`` on ``keys`` on Spark 3.5, whose Iceberg gives a SQL statement's
-    snapshot no properties: the MERGE, then an empty append whose summary takes ``mark``
-    and says the run made two snapshots. A crash between them leaves the run unlanded;
-    its replay merges the same rows again, changing nothing."""
+def _merge(spark: SparkSession, df: DataFrame, table: str, merge: Merge,
+           mark: Mapping[str, str]) -> None:
+    """MERGE ``df`` into ``table`` in one snapshot whose summary takes ``mark`` (Iceberg's
+    session conf for a statement's snapshot properties, Spark 4). Spark 3.5's Iceberg gives
+    a SQL statement's snapshot no properties: the MERGE, then an empty append whose
+    summary takes ``mark`` and says the run made two snapshots. A crash between them
+    leaves the run unlanded; its replay merges the same rows again, changing nothing."""
     view = f"deltamark_merge_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
+    statement = (f"MERGE INTO {table} t USING {view} s ON {merge.on} "
+                 f"{merge.when_clauses(quoted)}")
     try:
-        on = " AND ".join(f"t.{quoted(key)} = s.{quoted(key)}" for key in keys)
-        spark.sql(f"MERGE INTO {table} t USING {view} s ON {on} "
-                  "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
+        if at_least("4.0"):
+            with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
+                spark.sql(statement)
+            return
+        spark.sql(statement)
     finally:
         spark.catalog.dropTempView(view)
-    _with_options(df.limit(0).writeTo(table),
+    _with_options(spark.table(table).limit(0).writeTo(table),
                   {**mark, f"{iceberg.MARK_PREFIX}commits": "2"}).append()
 
 
@@ -234,7 +284,8 @@ class IcebergTarget:
         return bool(self.runs(job, after_seq=run_seq - 1))
 
     def discard(self, job: str, run_seq: int) -> None:
-        """Nothing to do: an uncommitted write is invisible."""
+        """An uncommitted write is invisible: only the run's delete tombstones go."""
+        self._forget_tombstones(job, from_run=run_seq)
 
     def roll_back(self, job: str, run_seq: int, run_id: str) -> bool:
         chain = iceberg.history(self.key)
@@ -244,6 +295,7 @@ class IcebergTarget:
             return False
         first = chain[-int(mine.get("commits", 1))]  # a merge on Spark 3.5 made two
         _rollback(self.key, first.parent_id)
+        self._forget_tombstones(job, from_run=run_seq)
         return True
 
     def restore_blockers(self, job: str, run_seq: int) -> list[str]:
@@ -257,8 +309,13 @@ class IcebergTarget:
         if not later:
             return None
         _rollback(self.key, keep)
+        self._forget_tombstones(job, from_run=run_seq + 1)
         return RestoredTarget(self.key, later[0].snapshot_id, keep,
                               keep if keep is not None else 0)
+
+    def _forget_tombstones(self, job: str, *, from_run: int) -> None:
+        if iceberg.exists(self.key):
+            forget_tombstones(tombstones_at(self.key), app_id(job), from_run=from_run)
 
     def _since(self, job: str, run_seq: int) -> tuple[int | None, list[iceberg.Snapshot]]:
         """The snapshot of ``job``'s newest commit up to run ``run_seq`` (None: the table

@@ -141,6 +141,23 @@ class Merge:
     update_when: str | None = None
     insert_when: str | None = None
 
+    def when_clauses(self, quote: Callable[[str], str]) -> str:
+        """The WHEN clauses in SQL's MERGE syntax (Spark's), columns named by ``quote``."""
+        def when(condition: str | None) -> str:
+            return f" AND ({condition})" if condition else ""
+
+        clauses = [f"WHEN MATCHED{when(self.delete_when)} THEN DELETE"] \
+            if self.delete_when else []
+        if self.columns is None:
+            update, insert = "UPDATE SET *", "INSERT *"
+        else:
+            update = "UPDATE SET " + ", ".join(f"t.{quote(c)} = s.{quote(c)}"
+                                               for c in self.columns)
+            insert = (f"INSERT ({', '.join(map(quote, self.columns))}) "
+                      f"VALUES ({', '.join(f's.{quote(c)}' for c in self.columns)})")
+        return " ".join([*clauses, f"WHEN MATCHED{when(self.update_when)} THEN {update}",
+                         f"WHEN NOT MATCHED{when(self.insert_when)} THEN {insert}"])
+
 
 def merge_rows(path: str, rows: pa.Table, *, merge: Merge, merge_schema: bool = False,
                txn: AppTransaction | None = None,
