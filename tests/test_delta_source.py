@@ -84,6 +84,15 @@ def test_a_rewrite_read_without_the_feed_that_is_on_says_to_read_the_feed(spark,
     assert "v1 DELETE changed existing rows" in str(error.value)
     assert "Read the table with change_feed=True (its Change Data Feed is on)" in str(
         error.value)
+    # asked for the feed of versions that have none: one line, not Delta's own error
+    plain = str(tmp_path / "plain")
+    append(plain, [1])
+    append(plain, [2])
+    with pytest.raises(ChangesUnavailableError, match="Change Data Feed is off at version 1: "
+                       "enable it") as error:
+        delta_engine(spark, mode="native").read_changes(plain, after=0, to=1,
+                                                        change_feed=True)
+    assert "\n" not in str(error.value)
 
 
 @pytest.mark.compat

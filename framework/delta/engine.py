@@ -250,6 +250,12 @@ class DeltaEngine(ABC):
         if after >= to:  # nothing in the range: its columns, and no file read
             return self.spark.createDataFrame([], read_schema(snap, changes=feed))
         try:
+            if feed and not (feed_on and log.change_feed_on(path, after + 1)):
+                raise ChangesUnavailableError(
+                    path, f"change_feed=True, but the table's Change Data Feed is off at "
+                    f"version {after + 1 if feed_on else to}: enable it (ALTER TABLE ... SET "
+                    "TBLPROPERTIES (delta.enableChangeDataFeed = true)) before the changes "
+                    "to read, or read without change_feed (appended rows only).")
             if feed:
                 return self._read_change_feed(path, snap, after=after)
             changes = log.changes(snap, after=after)
