@@ -157,12 +157,14 @@ class ApplyChanges:
                 .where(F.col(_T_SEQUENCE).isNull() | (F.col(SEQUENCE) > F.col(_T_SEQUENCE)))
                 .drop(_T_SEQUENCE))
 
-    def upsert(self, quote: Callable[[str], str], columns: Sequence[str]) -> Merge:
-        """The MERGE of ``latest`` rows (``columns`` written) into the table."""
-        later = _later([f"s.{quote(c)}" for c in self.sequence_by],
-                       [f"t.{quote(c)}" for c in self.sequence_by])
-        flag = f"s.{quote(DELETE)}"
-        return Merge(on=self._on(quote), columns=tuple(columns),
+    def upsert(self, quote: Callable[[str], str], columns: Sequence[str], *,
+               target: str = "t", source: str = "s") -> Merge:
+        """The MERGE of ``latest`` rows (``columns`` written) into the table, its conditions
+        naming the table ``target`` and the rows ``source``."""
+        later = _later([f"{source}.{quote(c)}" for c in self.sequence_by],
+                       [f"{target}.{quote(c)}" for c in self.sequence_by])
+        flag = f"{source}.{quote(DELETE)}"
+        return Merge(on=self._on(quote, target, source), columns=tuple(columns),
                      delete_when=f"{flag} AND ({later})",
                      update_when=f"NOT {flag} AND ({later})", insert_when=f"NOT {flag}")
 
@@ -230,15 +232,18 @@ class ApplyChanges:
                 .withColumn(DROP, F.lit(True)))
         return rows.unionByName(gone, allowMissingColumns=True)
 
-    def replace_history(self, quote: Callable[[str], str], columns: Sequence[str]) -> Merge:
-        """The MERGE of ``history`` rows (``columns`` written) into the table."""
-        flag = f"s.{quote(DROP)}"
-        on = f"{self._on(quote)} AND t.{quote(START_AT)} = s.{quote(START_AT)}"
+    def replace_history(self, quote: Callable[[str], str], columns: Sequence[str], *,
+                        target: str = "t", source: str = "s") -> Merge:
+        """The MERGE of ``history`` rows (``columns`` written) into the table, its
+        conditions naming the table ``target`` and the rows ``source``."""
+        flag = f"{source}.{quote(DROP)}"
+        on = (f"{self._on(quote, target, source)} AND "
+              f"{target}.{quote(START_AT)} = {source}.{quote(START_AT)}")
         return Merge(on=on, columns=tuple(columns), delete_when=flag,
                      update_when=f"NOT {flag}", insert_when=f"NOT {flag}")
 
-    def _on(self, quote: Callable[[str], str]) -> str:
-        return " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in self.keys)
+    def _on(self, quote: Callable[[str], str], target: str, source: str) -> str:
+        return " AND ".join(f"{target}.{quote(k)} = {source}.{quote(k)}" for k in self.keys)
 
     # --- tombstones ------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from framework.spark.types import same, sql_type, widens
 from state_tables.model import RunOutput, RunRecord
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, DataFrameWriterV2, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameWriterV2, SparkSession
     from pyspark.sql.types import DataType
 
 __all__ = ["OUTPUT_TAG", "IcebergTarget", "IcebergWrite", "WriteMode", "is_output", "write"]
@@ -103,8 +103,8 @@ def write(spark: SparkSession, df: DataFrame, table: str, *, mode: WriteMode,
         if not iceberg.exists(table):
             _with_options(df.writeTo(table), mark).using("iceberg").create()
         elif mode == "merge":
-            on = " AND ".join(f"t.{quoted(key)} = s.{quoted(key)}" for key in keys)
-            _merge(spark, df, table, Merge(on), mark)
+            _merge(spark, df, table, lambda t, s: Merge(" AND ".join(
+                f"{t}.{quoted(key)} = {s}.{quoted(key)}" for key in keys)), mark)
         elif mode == "overwrite":
             from pyspark.sql import functions as F
 
@@ -157,7 +157,8 @@ def _apply(spark: SparkSession, df: DataFrame, table: str, changes: ApplyChanges
     record_tombstones()
     columns = [c for c in rows.columns if c != flag]
     merge = changes.upsert if changes.scd_type == 1 else changes.replace_history
-    _merge(spark, rows, table, merge(quoted, columns), mark)
+    _merge(spark, rows, table,
+           lambda t, s: merge(quoted, columns, target=t, source=s), mark)
 
 
 def _evolve(spark: SparkSession, df: DataFrame, table: str, *, merge_schema: bool) -> None:
@@ -227,27 +228,54 @@ def _with_options(writer: DataFrameWriterV2, mark: Mapping[str, str]) -> DataFra
     return writer
 
 
-def _merge(spark: SparkSession, df: DataFrame, table: str, merge: Merge,
-           mark: Mapping[str, str]) -> None:
-    """MERGE ``df`` into ``table`` in one snapshot whose summary takes ``mark`` (Iceberg's
-    session conf for a statement's snapshot properties, Spark 4). Spark 3.5's Iceberg gives
-    a SQL statement's snapshot no properties: the MERGE, then an empty append whose
-    summary takes ``mark`` and says the run made two snapshots. A crash between them
-    leaves the run unlanded; its replay merges the same rows again, changing nothing."""
+#: how a MERGE's conditions name the rows (Spark 4's DataFrame merge names the table itself)
+_ROWS = "deltamark_rows"
+
+
+def _merge(spark: SparkSession, df: DataFrame, table: str,
+           merge_of: Callable[[str, str], Merge], mark: Mapping[str, str]) -> None:
+    """MERGE ``df`` into ``table`` (``merge_of(target, source)``: the clauses, naming the
+    table and the rows so) in one snapshot whose summary takes ``mark``.
+
+    On Spark 4, Spark's DataFrame merge with Iceberg's session conf for a statement's
+    snapshot properties (4.1's SQL MERGE fails to plan a source that reads an Iceberg
+    table: "No plan for TableReference"). Spark 3.5's Iceberg gives a SQL statement's
+    snapshot no properties: the MERGE, then an empty append whose summary takes ``mark``
+    and says the run made two snapshots. A crash between them leaves the run unlanded;
+    its replay merges the same rows again, changing nothing."""
+    from pyspark.sql import functions as F
+
+    if at_least("4.0"):
+        merge = merge_of(table, _ROWS)
+        writer = df.alias(_ROWS).mergeInto(table, F.expr(merge.on))
+        if merge.delete_when:
+            writer = writer.whenMatched(F.expr(merge.delete_when)).delete()
+        matched = writer.whenMatched(*_condition(merge.update_when))
+        writer = (matched.updateAll() if merge.columns is None else matched.update(
+            {c: F.col(f"{_ROWS}.{quoted(c)}") for c in merge.columns}))
+        missing = writer.whenNotMatched(*_condition(merge.insert_when))
+        writer = (missing.insertAll() if merge.columns is None else missing.insert(
+            {c: F.col(f"{_ROWS}.{quoted(c)}") for c in merge.columns}))
+        with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
+            writer.merge()
+        return
+    merge = merge_of("t", "s")
     view = f"deltamark_merge_{uuid.uuid4().hex}"
     df.createOrReplaceTempView(view)
-    statement = (f"MERGE INTO {table} t USING {view} s ON {merge.on} "
-                 f"{merge.when_clauses(quoted)}")
     try:
-        if at_least("4.0"):
-            with temporary_conf(spark, {_SESSION_PROPERTY + k: v for k, v in mark.items()}):
-                spark.sql(statement)
-            return
-        spark.sql(statement)
+        spark.sql(f"MERGE INTO {table} t USING {view} s ON {merge.on} "
+                  f"{merge.when_clauses(quoted)}")
     finally:
         spark.catalog.dropTempView(view)
     _with_options(spark.table(table).limit(0).writeTo(table),
                   {**mark, f"{iceberg.MARK_PREFIX}commits": "2"}).append()
+
+
+def _condition(sql: str | None) -> tuple[Column, ...]:
+    """A MERGE clause's condition as Spark's DataFrame merge takes it (none: always)."""
+    from pyspark.sql import functions as F
+
+    return () if sql is None else (F.expr(sql),)
 
 
 @dataclass(frozen=True)
