@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import tempfile
 import time
+
+from tests.benchmarks import medians
 
 TARGETS = {"scd1": 1.3, "scd2": 2.0}
 
@@ -107,9 +108,7 @@ def main() -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    median = {k: statistics.median(v) for k, v in spent.items()}
-    print("bench_apply_changes samples: " + "; ".join(
-        f"{k} {', '.join(f'{t:.2f}' for t in v)}" for k, v in spent.items()))
+    median = medians("bench_apply_changes", spent)
     print(f"\nbench_apply_changes: {rows:,}-row target, {rows // 100:,} changed keys "
           f"(10% deletes, a fifth twice), {os.cpu_count()} cores, median of {rounds} rounds")
     print(f"{'write':<40}{'time':>8}{'ratio':>8}")

@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import statistics
 import tempfile
 import time
+
+from tests.benchmarks import medians
 
 TARGET = 1.2
 ROUNDS = 4  # the first warms up
@@ -85,9 +86,7 @@ def main() -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    median = {name: statistics.median(t) for name, t in times.items()}
-    print("bench_delta_changes samples: " + "; ".join(
-        f"{name} {', '.join(f'{t:.2f}' for t in values)}" for name, values in times.items()))
+    median = medians("bench_delta_changes", times)
     print(f"\nbench_delta_changes: the change feed of a MERGE that updated {rows:,} rows "
           f"({2 * rows:,} change rows; table made in {made:.0f} s), {os.cpu_count()} cores, "
           f"median of {ROUNDS - 1} reads each (alternating) after a warm-up")

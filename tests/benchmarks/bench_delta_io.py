@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import tempfile
 import time
 from functools import partial
+
+from tests.benchmarks import medians
 
 # each path's baseline column (delta: plain delta-spark) and target ratio
 BASELINES = {"native": ("delta", 1.05), "embedded": ("parquet", 1.1)}
@@ -92,9 +93,7 @@ def main() -> None:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    median = {k: statistics.median(v) for k, v in times.items()}
-    print("bench_delta_io samples: " + "; ".join(
-        f"{step} {c} {', '.join(f'{t:.2f}' for t in v)}" for (step, c), v in times.items()))
+    median = medians("bench_delta_io", times)
     measured = ROUNDS - 1
     print(f"\nbench_delta_io: {rows:,} rows, 5 columns, {os.cpu_count()} cores, median of "
           f"{measured} writes and {measured * READS} reads (alternating) after a warm-up round")
