@@ -184,3 +184,32 @@ def test_debezium_envelopes_in_commit_order(engine, spark, tmp_path):
                      txn=AppTransaction("deltamark:debezium", seq))
     assert {(r.id, r.email, r.lsn) for r in engine.read(path).collect()} == {
         (1, "a2@x", 21), (3, "c@x", 22)}
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_a_delete_of_a_not_null_table_needs_only_its_key(engine, spark, tmp_path, scd_type):
+    """A delete carries only its key (Debezium's before image without REPLICA IDENTITY
+    FULL): the table's NOT NULL columns hold for rows written, not for rows deleted."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from framework.errors import ConstraintViolationError
+
+    path = str(tmp_path / "customers")
+    held = {"id": [1, 2], "name": ["a", "b"], "ts": [1, 1]}
+    fields = [pa.field("id", pa.int32(), False), pa.field("name", pa.string(), False),
+              pa.field("ts", pa.int32(), False)]
+    if scd_type == 2:
+        held |= {"__START_AT": [1, 1], "__END_AT": [None, None]}
+        fields += [pa.field("__START_AT", pa.int32()), pa.field("__END_AT", pa.int32())]
+    write_deltalake(path, pa.table(held, schema=pa.schema(fields)))
+    options = ApplyChanges(keys=("id",), sequence_by=("ts",), apply_as_deletes="Op = 'D'",
+                           except_columns=("Op",), scd_type=scd_type)
+    apply(engine, spark, path, [[(2, None, 2, "D")]], options)
+    rows = engine.read(path).collect()
+    assert [(r.id, r.name) for r in rows if scd_type == 1 or r["__END_AT"] is None] == [
+        (1, "a")]  # SCD 2: b's row closed at the delete, its name kept
+    with pytest.raises(ConstraintViolationError, match="name"):
+        engine.write(spark.createDataFrame([(3, None, 3, "I")], COLUMNS), path,
+                     mode="apply_changes", changes=options,
+                     txn=AppTransaction("deltamark:cdc", 2))

@@ -261,6 +261,22 @@ def test_customers_mirror_applies_a_delta_change_feed(spark, tmp_path):
     assert second.exit_code == 0, second.output
     mirror = {tuple(r) for r in spark.read.format("delta").load(target).collect()}
     assert mirror == {(1, "a3@x", 4), (4, "d@x", 3)}  # as of the upstream versions
+    for change in ("INSERT INTO {t} VALUES (2, 'b2@x'), (5, 'e@x')",
+                   "UPDATE {t} SET email = 'd2@x' WHERE id = 4", "DELETE FROM {t} WHERE id = 1",
+                   "UPDATE {t} SET email = 'd3@x' WHERE id = 4"):
+        spark.sql(change.format(t=f"delta.`{upstream}`"))
+    # killed once the mirror's commit landed, before the state's: the next run finds it
+    crashed = subprocess.run([sys.executable, "-m", "framework", "--conf-dir", CONF, *run],
+                             env={**os.environ, "DELTAMARK_CRASH_AT": "target_committed"},
+                             capture_output=True, text=True, timeout=300)
+    assert crashed.returncode == -signal.SIGKILL, crashed.stderr[-2000:]
+    recovered = deltamark(*run)
+    assert recovered.exit_code == 0, recovered.output
+    assert "replayed" in recovered.stdout, recovered.output
+    mirror = spark.read.format("delta").load(target)
+    assert sorted(mirror.drop("_commit_version").collect()) == sorted(
+        spark.read.format("delta").load(upstream).collect())
+    assert len(log.history(target)) == 3  # created, then one commit per run: none twice
 
 
 @pytest.mark.spark  # starts Spark in a process of its own

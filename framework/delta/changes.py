@@ -166,7 +166,8 @@ class ApplyChanges:
         flag = f"{source}.{quote(DELETE)}"
         return Merge(on=self._on(quote, target, source), columns=tuple(columns),
                      delete_when=f"{flag} AND ({later})",
-                     update_when=f"NOT {flag} AND ({later})", insert_when=f"NOT {flag}")
+                     update_when=f"NOT {flag} AND ({later})", insert_when=f"NOT {flag}",
+                     removing=DELETE)
 
     # --- SCD 2 -----------------------------------------------------------------------
 
@@ -201,12 +202,13 @@ class ApplyChanges:
                 tombstones.join(changes.select(*keys).distinct(), keys, "left_semi")
                 .select(*keys, F.col(_T_SEQUENCE).alias(SEQUENCE), F.lit(True).alias(DELETE),
                         F.lit(0).alias(_NEW)), allowMissingColumns=True)
+        # one partitioning and one order for every step (one shuffle, one sort): each
+        # key's events by sequence, at one sequence the run's change first, then a delete
         by_key = Window.partitionBy(*[_col(k) for k in keys])
-        events = (events.withColumn(_ORDER, F.row_number().over(
-            Window.partitionBy(*[_col(k) for k in keys], F.col(SEQUENCE))
-            .orderBy(F.col(_NEW).desc(), F.col(DELETE).desc())))
-            .where(F.col(_ORDER) == 1).drop(_ORDER, _NEW))
-        ordered = by_key.orderBy(F.col(SEQUENCE))
+        ordered = by_key.orderBy(F.col(SEQUENCE), F.col(_NEW).desc(), F.col(DELETE).desc())
+        earlier = F.lag(F.col(SEQUENCE)).over(ordered)
+        events = (events.withColumn(_ORDER, earlier.isNull() | (earlier != F.col(SEQUENCE)))
+                  .where(F.col(_ORDER)).drop(_ORDER))
         tracked = self.track_history_columns or [
             c for c in data if c not in self.keys and c not in self.sequence_by]
         previous = F.lag(F.col(DELETE)).over(ordered)
@@ -240,7 +242,7 @@ class ApplyChanges:
         on = (f"{self._on(quote, target, source)} AND "
               f"{target}.{quote(START_AT)} = {source}.{quote(START_AT)}")
         return Merge(on=on, columns=tuple(columns), delete_when=flag,
-                     update_when=f"NOT {flag}", insert_when=f"NOT {flag}")
+                     update_when=f"NOT {flag}", insert_when=f"NOT {flag}", removing=DROP)
 
     def _on(self, quote: Callable[[str], str], target: str, source: str) -> str:
         return " AND ".join(f"{target}.{quote(k)} = {source}.{quote(k)}" for k in self.keys)

@@ -168,7 +168,8 @@ class EmbeddedEngine(DeltaEngine):
         # delta-rs merges on the driver: fine for increments, which merges are for.
         root = storage.absolute(path)
         with _constraints_kept(path):
-            rows = to_arrow(_checked(path, df, log.snapshot(root, files=False)))
+            rows = to_arrow(_checked(path, df, log.snapshot(root, files=False),
+                                     removing=merge.removing))
         before_commit()
         return log.merge_rows(root, rows, merge=merge, merge_schema=merge_schema, txn=txn,
                               user_metadata=metadata)
@@ -235,11 +236,13 @@ def _not_written(snap: Snapshot) -> list[str]:
     return refused
 
 
-def _checked(path: str, df: DataFrame, snap: Snapshot) -> DataFrame:
+def _checked(path: str, df: DataFrame, snap: Snapshot, *, removing: str | None = None
+             ) -> DataFrame:
     """``df`` to write to ``snap``'s table: refused if the table has a feature this path
     would write wrong; else failing (as delta-spark's write does, see ``_constraints_kept``)
     on a row that leaves a NOT NULL column NULL or breaks a CHECK constraint (one whose
-    expression is NULL breaks it too)."""
+    expression is NULL breaks it too), but for rows the column ``removing`` marks as only
+    deleting (never written)."""
     from pyspark.sql import functions as fn
 
     if refused := _not_written(snap):
@@ -253,6 +256,9 @@ def _checked(path: str, df: DataFrame, snap: Snapshot) -> DataFrame:
                if key.startswith("delta.constraints.") and sql]
     if not broken:
         return df
+    if removing is not None:
+        written = ~fn.coalesce(fn.col(removing), fn.lit(False))
+        broken = [(text, written & test) for text, test in broken]
     return df.where(fn.coalesce(*(fn.when(test, fn.raise_error(fn.lit(
         f"deltamark constraint: {text}"))) for text, test in broken), fn.lit(True)))
 

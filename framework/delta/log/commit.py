@@ -133,13 +133,15 @@ class Merge:
     rows are deleted where ``delete_when`` holds, else updated where ``update_when`` does;
     unmatched rows inserted where ``insert_when`` does. ``columns``: those set from the
     rows' same-named columns (None: all of them, the table taking new ones with
-    ``merge_schema``)."""
+    ``merge_schema``); ``removing``, a column of the rows true where a row only deletes
+    (it is never written, so the table's constraints do not apply to it)."""
 
     on: str
     columns: tuple[str, ...] | None = None
     delete_when: str | None = None
     update_when: str | None = None
     insert_when: str | None = None
+    removing: str | None = None
 
     def when_clauses(self, quote: Callable[[str], str]) -> str:
         """The WHEN clauses in SQL's MERGE syntax (Spark's), columns named by ``quote``."""
