@@ -166,7 +166,7 @@ def test_a_change_feed_older_than_a_week_is_read_and_a_lost_one_is_a_clear_error
 
 
 def test_lost_history_is_a_clear_error_and_a_reset_recovers(ws, source):
-    from framework.ops import admin
+    from framework.ops import actions
 
     append(source, [1])
     ws.run()
@@ -179,7 +179,7 @@ def test_lost_history_is_a_clear_error_and_a_reset_recovers(ws, source):
     message = str(failed.value)
     assert "history after version 0 is no longer there" in message
     assert "log retention" in message and "Reset the reading context" in message
-    admin.reset(ws.settings, "copy", context="src")
+    actions.reset(ws.settings, "copy", context="src")
     assert ws.run().inputs["src"]["from_version"] == 0
 
 
@@ -312,7 +312,7 @@ ONE_POSITION = "--version/--snapshot/--latest/--value: give exactly one"
 
 
 def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
-    from framework.ops import admin
+    from framework.ops import actions
 
     for i in range(4):  # versions 0 to 3
         append(source, [i])
@@ -337,7 +337,7 @@ def test_a_bookmark_set_by_hand_is_a_run_that_a_rewind_undoes(ws, source):
     said = deltamark("bookmarks", "set", "copy", "--ctx", "src", "--latest")
     assert f"to undo: deltamark bookmarks rewind copy --ctx src --to-run {first.run_id}" in said
     assert ws.run().status == "skipped"  # nothing after version 4
-    admin.rewind(ws.settings, "copy", to_run=first.run_id, context="src")
+    actions.rewind(ws.settings, "copy", to_run=first.run_id, context="src")
     assert ws.run().inputs["src"]["from_version"] == 4
     assert ids_in(ws, target) == [2, 3, 4]
 

@@ -29,7 +29,7 @@ from typer.testing import CliRunner
 from framework import iceberg
 from framework.cli import app
 from framework.errors import IcebergError, JobFailedError, SparkFeatureError
-from framework.ops import admin
+from framework.ops import actions
 from framework.run.targets import runs_in
 from framework.spark.lines import installed_version, require_iceberg_runtime, spark_line
 
@@ -406,7 +406,7 @@ def test_rewind_with_restore_targets_rolls_an_iceberg_target_back(ws):
     for _ in range(3):
         ws.land(rows=1)
         runs.append(ws.run("copy"))
-    done = admin.rewind(ws.settings, "copy", to_run=runs[0].run_id, restore_targets=True)
+    done = actions.rewind(ws.settings, "copy", to_run=runs[0].run_id, restore_targets=True)
     [restored] = done.restored
     assert restored.to_version == runs[0].outputs[table]["version"]
     assert ids(ws.spark, table) == [100]

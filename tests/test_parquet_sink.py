@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from framework.cli import app
 from framework.common.faults import CRASH_ENV
 from framework.delta import delta_engine
-from framework.ops import admin
+from framework.ops import actions
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_operator_abort_deletes_the_unlanded_files(parquet_job):
     ws.land(rows=6)
     crash(ws, "parquet_moved:1")
     interrupted = ws.store.runs("copy")[-1]
-    assert admin.abort_run(ws.settings, interrupted.run_id).status == "aborted"
+    assert actions.abort_run(ws.settings, interrupted.run_id).status == "aborted"
     assert data_files(ws) == []
     ws.run()
     assert parquet_ids(ws) == [100, 101, 102, 103, 104, 105]
@@ -112,7 +112,7 @@ def test_rewind_with_restore_targets_deletes_only_this_jobs_later_files(parquet_
     by_hand = Path(ws.target) / "part=9" / "loaded-by-hand.parquet"
     ws.spark.createDataFrame([(999,)], "id BIGINT").toPandas().to_parquet(by_hand.parent.mkdir()
                                                                           or by_hand)
-    done = admin.rewind(ws.settings, "copy", to_run=ids[0], restore_targets=True)
+    done = actions.rewind(ws.settings, "copy", to_run=ids[0], restore_targets=True)
     [pruned] = done.restored
     assert (pruned.target, pruned.removed_runs) == (ws.target, (3, 2))
     assert parquet_ids(ws) == [100, 101, 999]

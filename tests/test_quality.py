@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from framework.cli import app
 from framework.delta import delta_engine, native_available
 from framework.errors import ConfigError, DataQualityError, JobError, JobFailedError
-from framework.ops import admin
+from framework.ops import actions
 from framework.quality import parse_checks
 from framework.run.spec import load_job
 
@@ -393,7 +393,7 @@ def test_a_rejection_rolls_back_the_runs_earlier_writes_and_is_not_replayed(ws):
     assert len(table_rows(ws, archive, "order_id")) == len(GOOD + BAD)
     # deltamark's own rollbacks are not another writer: a rewind restores past them.
     first = ws.store.runs("copy")[0]
-    admin.rewind(ws.settings, "copy", to_run=first.run_id, restore_targets=True)
+    actions.rewind(ws.settings, "copy", to_run=first.run_id, restore_targets=True)
     assert table_rows(ws, archive, "order_id") == [(1,), (2,)]
 
 

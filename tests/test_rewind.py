@@ -14,7 +14,7 @@ from framework.cli import app
 from framework.common.faults import CRASH_ENV
 from framework.delta import delta_engine
 from framework.errors import RewindError, RunStateError
-from framework.ops import admin
+from framework.ops import actions, admin
 from framework.state.table_io import open_store
 
 
@@ -34,7 +34,7 @@ def ids_in_target(ws) -> list[int]:
 
 
 def test_rewind_resumes_from_that_run_and_is_recorded(ws, three_runs):
-    done = admin.rewind(ws.settings, "copy", to_run=three_runs[0])
+    done = actions.rewind(ws.settings, "copy", to_run=three_runs[0])
     assert [(b.context, b.event, b.restored_from_seq) for b in done.bookmarks] == [
         ("src", "rewind", 1)]
     assert ws.store.bookmarks("copy")[0].state["files_total"] == 1
@@ -53,7 +53,7 @@ def test_rewind_resumes_from_that_run_and_is_recorded(ws, three_runs):
 
 @pytest.mark.compat
 def test_rewind_with_restore_targets_keeps_the_target_exactly_once(ws, three_runs, delta_path):
-    done = admin.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
+    done = actions.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
     [restored] = done.restored
     assert (restored.target, restored.to_version) == (ws.target, 0)
     assert ids_in_target(ws) == [100, 101]
@@ -68,7 +68,7 @@ def test_restore_refuses_when_another_writer_committed(ws, three_runs, delta_pat
     engine.write(foreign, ws.target, merge_schema=True)
     before = engine.version(ws.target)
     with pytest.raises(RewindError) as refused:
-        admin.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
+        actions.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
     assert f"{ws.target} v{before}" in str(refused.value) and "Nothing was changed" in str(
         refused.value)
     assert engine.version(ws.target) == before
@@ -79,13 +79,13 @@ def test_restore_refuses_when_a_target_is_gone(ws, three_runs, tmp_path):
     moved = tmp_path / "moved"
     Path(ws.target).rename(moved)
     with pytest.raises(RewindError) as refused:
-        admin.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
+        actions.rewind(ws.settings, "copy", to_run=three_runs[0], restore_targets=True)
     assert f"{ws.target} is not a Delta table here" in str(refused.value)
     assert ws.store.bookmarks("copy")[0].run_seq == 3  # no rewind recorded
 
 
 def test_reset_makes_the_next_run_read_everything(ws, three_runs):
-    admin.reset(ws.settings, "copy", context="src")
+    actions.reset(ws.settings, "copy", context="src")
     assert ws.store.bookmarks("copy") == []
     assert ws.run().inputs["src"]["files"] == 3
 
@@ -105,7 +105,7 @@ def test_every_run_stays_reachable_once_the_state_is_tidied(ws):
     open_store(ws.root / "state", retention_hours=0).tidy()
     log_dir = ws.root / "state" / "bookmarks" / "_delta_log"
     assert len(list(log_dir.glob("*.json"))) == 1  # the checkpoint's own commit
-    admin.rewind(ws.settings, "copy", to_run=ids[0])
+    actions.rewind(ws.settings, "copy", to_run=ids[0])
     report = ws.run()
     assert report.planned_files["src"] == [str(ws.landing / f"batch-{i:03}.json")
                                            for i in range(2, 13)]
@@ -150,11 +150,11 @@ def test_runs_abort(ws):
         interrupted = ws.store.runs("copy")[-1]
         assert interrupted.status == "running"
         if abortable:
-            assert admin.abort_run(ws.settings, interrupted.run_id).status == "aborted"
+            assert actions.abort_run(ws.settings, interrupted.run_id).status == "aborted"
             assert ws.store.runs("copy")[-1].recovery == "aborted_by_operator"
         else:
             with pytest.raises(RunStateError, match="next run completes it"):
-                admin.abort_run(ws.settings, interrupted.run_id)
+                actions.abort_run(ws.settings, interrupted.run_id)
     assert ws.run().recovered.action == "replayed"
     assert ids_in_target(ws) == [100]
 
@@ -168,7 +168,7 @@ def test_rewind_one_context_leaves_the_others(ws):
         ws.land(rows=1)
         (landing_b / f"b{n}.json").write_text(json.dumps({"id": 900 + n}) + "\n")
         ids.append(ws.run().run_id)
-    admin.rewind(ws.settings, "copy", to_run=ids[0], context="a")
+    actions.rewind(ws.settings, "copy", to_run=ids[0], context="a")
     marks = {b.context: b for b in ws.store.bookmarks("copy")}
     assert (marks["a"].event, marks["a"].state["files_total"]) == ("rewind", 1)
     assert (marks["b"].event, marks["b"].state["files_total"]) == ("commit", 2)
@@ -192,7 +192,7 @@ def test_a_rewind_supersedes_an_interrupted_run(ws, three_runs):
     ws.land(rows=2)
     process = ws.start_run("copy", **{CRASH_ENV: "target_committed"})
     process.communicate(timeout=120)
-    admin.rewind(ws.settings, "copy", to_run=three_runs[1], restore_targets=True)
+    actions.rewind(ws.settings, "copy", to_run=three_runs[1], restore_targets=True)
     assert ws.store.runs("copy")[-1].recovery == "rewound"
     report = ws.run()
     assert report.recovered is None

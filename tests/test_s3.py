@@ -605,7 +605,7 @@ def test_targets_on_s3_ahead_of_a_restored_state_are_refused_then_repaired(ws, b
     import shutil
 
     from framework.errors import StateBehindTargetsError
-    from framework.ops import admin
+    from framework.ops import actions
 
     parquet_target, delta_target = f"{bucket}/lake/p", f"{bucket}/lake/d"
     ws.declare(cls="CopyToParquet", target=parquet_target, archive=delta_target)
@@ -619,7 +619,7 @@ def test_targets_on_s3_ahead_of_a_restored_state_are_refused_then_repaired(ws, b
     ws.land(rows=1)
     with pytest.raises(StateBehindTargetsError, match="holds run 2"):
         ws.run()
-    [repaired] = admin.repair(ws.settings, "copy").runs
+    [repaired] = actions.repair(ws.settings, "copy").runs
     assert sorted(repaired.run.outputs) == [delta_target, parquet_target]
     assert ws.run().planned_files["src"] == [str(ws.landing / "batch-003.json")]
     assert sorted(r.id for r in ws.spark.read.parquet(parquet_target).collect()) == [

@@ -13,7 +13,7 @@ import pytest
 
 from framework.delta import delta_engine, log
 from framework.errors import JobFailedError
-from framework.ops import admin
+from framework.ops import actions
 from framework.sources.files import schema_drift
 from tests.databases import unavailable
 
@@ -107,7 +107,7 @@ def test_a_drifting_json_landing_zone_lands_every_value_run_after_run(ws, delta_
         return
     # a rewind across the schema changes brings back run 1's schema, and the runs after it
     # evolve it again, exactly once in the target
-    admin.rewind(ws.settings, "copy", to_run=history_run_id(ws, 1), restore_targets=True)
+    actions.rewind(ws.settings, "copy", to_run=history_run_id(ws, 1), restore_targets=True)
     [state] = [b.state for b in ws.store.bookmarks("copy")]
     assert [f["name"] for f in state["schema"]["fields"]] == ["amount", "customer", "id",
                                                                "note"]

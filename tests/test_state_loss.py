@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from framework.cli import app
 from framework.delta import log
 from framework.errors import JobFailedError, RepairError, StateBehindTargetsError
-from framework.ops import admin
+from framework.ops import actions
 
 
 def back_up(ws):
@@ -55,7 +55,7 @@ def refused_then_repaired(ws, sink):
     assert sink() == [100, 101, 200, 201]  # nothing written, nothing lost
     assert ws.store.last_run("copy").run_seq == 1
 
-    done = admin.repair(ws.settings, "copy")
+    done = actions.repair(ws.settings, "copy")
     [repaired] = done.runs
     assert (repaired.run.run_id, repaired.run.run_seq, repaired.run.recovery) == (
         lost.run_id, 2, "repaired")
@@ -63,7 +63,7 @@ def refused_then_repaired(ws, sink):
     report = ws.run()
     assert report.planned_files["src"] == [str(ws.landing / "batch-003.json")]
     assert sink() == [100, 101, 200, 201, 300, 301]
-    assert admin.repair(ws.settings, "copy").runs == ()
+    assert actions.repair(ws.settings, "copy").runs == ()
 
 
 def test_a_state_that_lost_every_run_is_rebuilt_from_a_named_target(ws, delta_path):
@@ -107,7 +107,7 @@ def test_repair_refuses_a_run_it_cannot_rebuild(ws, delta_path):
     record["bookmarks"] = {c: e["state"] for c, e in record["bookmarks"].items()}
     _rewrite_user_metadata(ws.target, newest.version, record)
     with pytest.raises(RepairError) as refused:
-        admin.repair(ws.settings, "copy")
+        actions.repair(ws.settings, "copy")
     assert "cannot be rebuilt" in str(refused.value) and "--restore-targets" in str(
         refused.value)
     assert ws.store.last_run("copy").run_seq == 1

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,7 +17,6 @@ from framework.cli import app
 from framework.delta import log
 from framework.delta.log import read as log_read
 from framework.delta.log import table as log_table
-from framework.delta.log import upkeep as log_upkeep
 from framework.errors import DeltamarkError, StateSchemaError
 from framework.state.table_io import MAINTENANCE_EVERY, open_store
 from state_tables import contexts as contexts_module
@@ -646,6 +646,7 @@ def test_a_state_commit_that_keeps_losing_fails_in_one_line_naming_the_table(
         tmp_path, monkeypatch):
     """A commit that other writers beat every time, until its patience runs out, fails
     with one line naming the table and what to do; it wrote nothing."""
+    from deltalake import DeltaTable
     from deltalake.exceptions import CommitFailedError
 
     store = open_store(tmp_path / "state", commit_timeout_seconds=1.0)
@@ -656,7 +657,7 @@ def test_a_state_commit_that_keeps_losing_fails_in_one_line_naming_the_table(
         tries.append(time.monotonic())
         raise CommitFailedError("Failed to commit transaction: 15")
 
-    monkeypatch.setattr(log_upkeep, "write_deltalake", always_beaten)
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", always_beaten)
     with pytest.raises(DeltamarkError) as failed:
         store.record_run(run("a", 2))
     message = str(failed.value)
@@ -666,3 +667,4 @@ def test_a_state_commit_that_keeps_losing_fails_in_one_line_naming_the_table(
     assert len(tries) >= 4 and tries[-1] - tries[0] < 1.5  # paused in between, then gave up
     monkeypatch.undo()
     assert [r.run_seq for r in store.runs("a")] == [1]
+    assert len(list(Path(store.path(RUNS)).glob("*.parquet"))) == 1  # no file left

@@ -18,7 +18,7 @@ from werkzeug.serving import make_server
 
 from framework import load_settings
 from framework.common import humanize
-from framework.ops import admin
+from framework.ops import actions
 from framework.server.client import start_server
 from framework.state.table_io import open_store
 from framework.ui.app import create_app
@@ -185,7 +185,7 @@ def test_a_rewind_through_the_page_changes_the_bookmark_as_the_cli_would(
     # what the CLI's rewind does, on a copy of the state
     copy = tmp_path / "state"
     shutil.copytree(demo.state_root, copy)
-    admin.rewind(load_settings(conf_dir=ROOT / "conf", state_root=copy), "orders_silver",
+    actions.rewind(load_settings(conf_dir=ROOT / "conf", state_root=copy), "orders_silver",
                  to_run=first.run_id)
     expected = {b.context: b.state for b in open_store(copy).bookmarks("orders_silver")}
 

@@ -9,7 +9,6 @@ from framework.cli._common import library_errors, options, plain, render, zoned
 from framework.common import humanize
 from framework.ops import admin
 from framework.ops.admin import describe_bookmarks
-from framework.sinks.target import PrunedTarget
 from framework.sources.bookmark_codec import describe
 
 app = typer.Typer(help="Bookmarks: what each job context has processed.", no_args_is_help=True)
@@ -48,11 +47,15 @@ def rewind(
              "(refused if another writer committed to them since).")] = False,
 ) -> None:
     """Make JOB's next run resume from the state right after run --to-run."""
+    # the targets' code: not a read-only command's
+    from framework.ops import actions
+    from framework.sinks.target import PrunedTarget
+
     with library_errors(ctx):
-        done = admin.rewind(options(ctx).settings(), job, to_run=to_run, context=context,
-                            restore_targets=restore_targets)
+        done = actions.rewind(options(ctx).settings(), job, to_run=to_run, context=context,
+                              restore_targets=restore_targets)
     back_to = done.to_run
-    assert back_to is not None  # admin.rewind always names the run it went back to
+    assert back_to is not None  # a rewind always names the run it went back to
     typer.echo(f"{job}: rewound to run {back_to.run_seq} ({back_to.run_id}); the "
                "next run resumes from there.")
     for b in done.bookmarks:
@@ -78,8 +81,10 @@ def reset(
     context: Annotated[str | None, typer.Option("--ctx", help="Only this context.")] = None,
 ) -> None:
     """Make JOB's next run start from nothing (targets are not touched)."""
+    from framework.ops import actions
+
     with library_errors(ctx):
-        done = admin.reset(options(ctx).settings(), job, context=context)
+        done = actions.reset(options(ctx).settings(), job, context=context)
     typer.echo(f"{job}: reset {', '.join(b.context for b in done.bookmarks) or 'nothing'}; "
                "the next run reads everything.")
 
@@ -109,12 +114,14 @@ def set_bookmark(
     if [version is not None, snapshot is not None, latest, bool(value)].count(True) != 1:
         raise typer.BadParameter("give exactly one",
                                  param_hint="--version/--snapshot/--latest/--value")
+    from framework.ops import actions
+
     with library_errors(ctx):
         before = [r for r in options(ctx).store().runs(job)
                   if r.status == "succeeded" and r.mode == "enable"]
-        run = admin.set_bookmark(options(ctx).settings(), job, context=context,
-                                 version=version, snapshot=snapshot, latest=latest,
-                                 values=value or (), table=table)
+        run = actions.set_bookmark(options(ctx).settings(), job, context=context,
+                                   version=version, snapshot=snapshot, latest=latest,
+                                   values=value or (), table=table)
     typer.echo(f"{job}: run {run.run_seq} ({run.run_id}) set {run.arguments[admin.SET_BOOKMARK]}"
                "; the next run reads what comes after it.")
     typer.echo("  to undo: deltamark bookmarks " + (

@@ -88,7 +88,9 @@ def abort(
     run_id: Annotated[str, typer.Argument(help="The unfinished run to abort.")],
 ) -> None:
     """Mark an unfinished run whose process is gone as aborted (nothing of it counts)."""
+    from framework.ops import actions  # the targets' code: not a read-only command's
+
     with library_errors(ctx):
-        run = admin.abort_run(options(ctx).settings(), run_id)
+        run = actions.abort_run(options(ctx).settings(), run_id)
     typer.echo(f"{run.job}: run {run.run_seq} ({run.run_id}) aborted; its input stays "
                "pending for the next run.")

@@ -5,7 +5,6 @@ from typing import Annotated
 import typer
 
 from framework.cli._common import library_errors, options
-from framework.ops import admin
 
 app = typer.Typer(help="The state tables themselves: repair, vacuum.", no_args_is_help=True)
 
@@ -20,8 +19,10 @@ def repair(
 ) -> None:
     """Record again the runs of JOB that its targets hold and its state lost (a state
     root restored from a backup, or missing its newest commits)."""
+    from framework.ops import actions  # the targets' code: not a read-only command's
+
     with library_errors(ctx):
-        done = admin.repair(options(ctx).settings(), job, targets=targets or ())
+        done = actions.repair(options(ctx).settings(), job, targets=targets or ())
     if not done.runs:
         typer.echo(f"{job}: the state knows every run its {len(done.targets)} target(s) "
                    "hold; nothing to repair.")

@@ -27,7 +27,6 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-import math
 import os
 import re
 import uuid
@@ -62,7 +61,6 @@ __all__ = ["EmbeddedEngine"]
 
 STAGING_DIR = "_deltamark_staging"
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
-MAX_STRING_STAT = 32  # longer strings get no min/max (a truncated max would be wrong)
 #: a write the driver makes itself reads at most this much (Spark's estimate)...
 DRIVER_WRITE_BYTES = 8 << 20
 #: ...through these logical plans only (rows neither multiplied nor computed by a UDF)
@@ -385,7 +383,7 @@ def _place_files(fs: pafs.FileSystem, staging: str, base: str, partitions: Seque
             size=info.size,
             partition_values=_partition_values(relative, partitions),
             modification_time_ms=info.mtime_ns // 1_000_000,
-            stats_json=_stats_json(fs, target, stat_columns),
+            stats_json=log.file_stats(pq.read_metadata(target, filesystem=fs), stat_columns),
         )
 
 
@@ -408,44 +406,3 @@ def _check_replace_where(path: str, files: Sequence[NewFile],
                 "data to the partitions being replaced.")
 
 
-def _stats_json(fs: pafs.FileSystem, file: str, columns: set[str]) -> str:
-    """Delta file statistics from the Parquet footer: numRecords, min, max, nullCount."""
-    metadata = pq.read_metadata(file, filesystem=fs)
-    low: dict[str, Any] = {}
-    high: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    for index in range(metadata.num_columns):
-        name = metadata.schema.column(index).path
-        if name not in columns:
-            continue  # nested fields and partition columns
-        chunks = [metadata.row_group(g).column(index).statistics
-                  for g in range(metadata.num_row_groups)]
-        if not chunks or any(s is None for s in chunks):
-            continue
-        nulls[name] = sum(s.null_count for s in chunks)
-        if all(s.has_min_max for s in chunks):
-            lo = _stat_value(min(s.min for s in chunks))
-            hi = _stat_value(max(s.max for s in chunks))
-            if lo is not None and hi is not None:
-                low[name], high[name] = lo, hi
-    return json.dumps({"numRecords": metadata.num_rows, "minValues": low,
-                       "maxValues": high, "nullCount": nulls})
-
-
-def _stat_value(value: Any) -> Any:
-    if isinstance(value, (bool, bytes)):
-        return None
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, int):
-        return value
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            return value.isoformat(timespec="microseconds")
-        utc = value.astimezone(dt.UTC).replace(tzinfo=None)
-        return utc.isoformat(timespec="microseconds") + "Z"
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, str):
-        return value if len(value) <= MAX_STRING_STAT else None
-    return None

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from framework.common.faults import crash_point
-from framework.common.redaction import redact, redact_values
+from framework.common.redaction import redact
 from framework.errors import DataQualityError, JobError, JobFailedError, one_line
 from framework.run.modes import BookmarkOptions
 from framework.run.plan import RunIdentity
@@ -32,14 +32,7 @@ if TYPE_CHECKING:
     from framework.run.lineage import RunEvents
     from framework.run.scope import Connections
 
-__all__ = ["execute", "recorded_arguments"]
-
-
-def recorded_arguments(params: Mapping[str, str], options: BookmarkOptions) -> dict[str, str]:
-    """A run's effective arguments as recorded (secrets masked): its params, and a pause's
-    range."""
-    return redact_values({**params, **{k: v for k, v in (("bookmark_from", options.from_run),
-                                                         ("bookmark_to", options.to_run)) if v}})
+__all__ = ["execute"]
 
 
 def execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
@@ -53,7 +46,7 @@ def execute(spec: JobSpec, identity: RunIdentity, params: Mapping[str, str],
     status is recorded."""
     run = Run(job=spec.name, run_id=identity.run_id, run_seq=identity.run_seq,
               status="running", mode=options.mode, started_at=datetime.now(UTC),
-              attempt=identity.attempt, arguments=recorded_arguments(params, options),
+              attempt=identity.attempt, arguments=options.recorded_arguments(params),
               recovery=recovery, fingerprint=fingerprint)
     from framework.run.job import JobContext
     from framework.run.job_run import JobRun

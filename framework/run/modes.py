@@ -13,9 +13,11 @@ Glue's names (``job-bookmark-enable`` ...) and legacy names (``continuation-enab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from framework.common.redaction import redact_values
 from framework.errors import BookmarkOptionError
 
 __all__ = ["CLI_FLAGS", "GLUE_FLAGS", "BookmarkMode", "BookmarkOptions"]
@@ -51,6 +53,12 @@ class BookmarkOptions:
     @property
     def advances(self) -> bool:
         return self.mode == "enable"
+
+    def recorded_arguments(self, params: Mapping[str, str]) -> dict[str, str]:
+        """A run's effective arguments as recorded (secrets masked): its ``params``, and a
+        pause's range."""
+        return redact_values({**params, **{k: v for k, v in (("bookmark_from", self.from_run),
+                                                             ("bookmark_to", self.to_run)) if v}})
 
     @classmethod
     def parse(cls, job: str, mode: str, *, from_run: str | None = None,

@@ -17,7 +17,6 @@ from typing import Any
 from framework.errors import JobError, MissingContextError
 from framework.run.bookmarks import BookmarkHistory
 from framework.run.modes import BookmarkOptions
-from framework.run.targets import run_record
 from framework.sources import files
 from framework.sources.bookmark_codec import BookmarkState, encode
 from state_tables.model import Bookmark, ProcessedFile, RunRecord, Watermark
@@ -209,6 +208,7 @@ class RunPlan:
 
     def record(self) -> RunRecord:
         """What this run's target commits carry (``target_runs.run_record``)."""
+        from framework.run.targets import run_record  # a run's, not a skip's
         bookmarks, tracked = self._rows(self.reads.values())
         return run_record(self.run.job, self.run.run_id, self.run.run_seq,
                           "pause" if self.held else self.options.mode, bookmarks, tracked,

@@ -32,12 +32,9 @@ from framework.config import Settings
 from framework.errors import BookmarkOptionError
 from framework.jdbc import settings_connections
 from framework.run import preflight
-from framework.run.commit import execute, recorded_arguments
 from framework.run.modes import BookmarkOptions
 from framework.run.plan import RunIdentity, WorkflowRun
-from framework.run.recovery import Recovery, recover
 from framework.run.spec import JobSpec, load_job
-from framework.run.targets import check_state_knows
 from framework.state.table_io import settings_store
 from framework.storage.lease import job_lease
 from state_tables.model import Run, RunOutput
@@ -47,8 +44,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from framework.delta import DeltaEngine
+    from framework.run.recovery import Recovery
 
-__all__ = ["Recovery", "RunReport", "run_job"]
+__all__ = ["RunReport", "run_job"]
 
 logger = logging.getLogger("deltamark.runner")
 
@@ -137,7 +135,7 @@ def run_job(
     range_seqs = _range(job, options, store)  # argument errors before Spark starts
     params = {**spec.params, **(args or {})}
     workflow = workflow or WorkflowRun()
-    fingerprint = preflight.fingerprint(settings, spec, recorded_arguments(params, options),
+    fingerprint = preflight.fingerprint(settings, spec, options.recorded_arguments(params),
                                         options.mode, run_properties=workflow.properties)
     connections = settings_connections(settings)
     run_id = uuid.uuid4().hex
@@ -151,7 +149,11 @@ def run_job(
                          dry_run=dry_run, started=started)
         logger.info("%s: %s: starting the run", job, ahead.reason)
         _ = spec.job_class  # the job's module, imported now: an error before Spark starts
-        from framework.run.lineage import RunEvents  # a run's modules: not a skip's
+        # a run's modules: not a skip's
+        from framework.run.commit import execute
+        from framework.run.lineage import RunEvents
+        from framework.run.recovery import recover
+        from framework.run.targets import check_state_knows
 
         last = store.last_run(job)
         if last is not None:
@@ -191,7 +193,7 @@ def _skip(ahead: preflight.Preflight, spec: JobSpec, run_id: str, params: Mappin
     now = datetime.now(UTC)
     run = Run(job=spec.name, run_id=run_id, run_seq=last.run_seq + 1, status="skipped",
               mode=options.mode, started_at=now, ended_at=now,
-              arguments=recorded_arguments(params, options), fingerprint=fingerprint,
+              arguments=options.recorded_arguments(params), fingerprint=fingerprint,
               sources=last.sources, properties=last.properties)
     if not dry_run:
         store.record_run(run)

@@ -6,7 +6,7 @@ in a Parquet target's manifest, in a database target's ``deltamark_commits`` row
 (``framework.sinks``: each kind's ``Target`` reads them back). So a state root restored
 from a backup, or missing its newest commits, is noticed before a run writes over it
 (``check_state_knows``), and the runs it lost are rebuilt from the targets
-(``framework.ops.admin.repair``).
+(``framework.ops.actions.repair``).
 """
 
 from __future__ import annotations

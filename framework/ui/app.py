@@ -28,6 +28,7 @@ from flask import Flask, Response, abort, jsonify, redirect, render_template, re
 from framework.common import humanize
 from framework.config import Settings
 from framework.errors import DeltamarkError
+from framework.ops import actions as state_actions
 from framework.ops import admin
 from framework.ops.metrics import CONTENT_TYPE, Metrics
 from framework.sources import bookmark_codec
@@ -151,22 +152,22 @@ def create_app(settings: Settings, *, token: str | None = None,
             return render_template("confirm_rewind.html", job=job, to_run=to_run,
                                    context=context, restore=restore,
                                    removed=pages.rewind_preview(settings, job, to_run))
-        done = admin.rewind(settings, job, to_run=to_run, context=context,
+        done = state_actions.rewind(settings, job, to_run=to_run, context=context,
                             restore_targets=restore)
         to = done.to_run
-        assert to is not None  # admin.rewind always names the run it went back to (reset: None)
+        assert to is not None  # a rewind always names the run it went back to (reset: None)
         said = f"rewound to run {to.run_seq}" + (
             f"; restored {', '.join(t.target for t in done.restored)}" if done.restored else "")
         return redirect(url_for("job", job=job, done=said))
 
     @app.post("/jobs/<job>/reset")
     def reset(job: str) -> BaseResponse:
-        admin.reset(settings, job, context=request.form.get("context") or None)
+        state_actions.reset(settings, job, context=request.form.get("context") or None)
         return redirect(url_for("job", job=job, done="reset"))
 
     @app.post("/runs/<run_id>/abort")
     def abort_run(run_id: str) -> BaseResponse:
-        run = admin.abort_run(settings, run_id)
+        run = state_actions.abort_run(settings, run_id)
         return redirect(url_for("job", job=run.job, done=f"run {run.run_seq} aborted"))
 
     @app.post("/workflows/<name>/runs/<run_id>/resume")

@@ -48,6 +48,7 @@ from framework.delta.log.table import (
     Snapshot,
     VersionChange,
     check_path,
+    file_stats,
     is_table,
 )
 from framework.delta.log.upkeep import Upkeep, append_rows, tidy
@@ -76,6 +77,7 @@ __all__ = [
     "delete_where",
     "deleted_rows",
     "fence",
+    "file_stats",
     "forget_open_tables",
     "has_commit",
     "history",

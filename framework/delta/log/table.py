@@ -4,21 +4,24 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from framework import errors, storage
 
 __all__ = ["PHYSICAL_NAME", "AppTransaction", "Commit", "DataFile", "FileAction", "NewFile",
-           "Snapshot", "VersionChange", "check_path", "is_table"]
+           "Snapshot", "VersionChange", "check_path", "file_stats", "is_table"]
 
 
 # Reader features whose meaning lives in the log only; delta-rs resolves them for us.
@@ -27,6 +30,7 @@ LOG_ONLY_READER_FEATURES = frozenset({"timestampNtz", "v2Checkpoint", "vacuumPro
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 # Every commit deltamark makes carries this key, so it can find its own version afterwards.
 WRITE_ID_KEY = "deltamarkWriteId"
+MAX_STRING_STAT = 32  # longer strings get no min/max (a truncated max would be wrong)
 
 
 @dataclass(frozen=True)
@@ -164,21 +168,24 @@ def is_table(path: str | os.PathLike[str]) -> bool:
 
 
 # Latest-version handles, brought up to date on each use: catching up on a few new
-# commits costs a fraction of replaying the log from its checkpoint.
-_LATEST: dict[str, DeltaTable] = {}
+# commits costs a fraction of replaying the log from its checkpoint. Beside each, its
+# version's commit file as it was then (``_stamp``).
+_LATEST: dict[str, tuple[DeltaTable, tuple[int, int] | None]] = {}
 
 
 def _open(path: str, version: int | None = None) -> DeltaTable:
     path = check_path(path)
-    known = _LATEST.get(path) if version is None else None
-    if known is not None and _version_gone(path, known.version()):
-        del _LATEST[path]  # the table went back (restored from a backup): open afresh
+    known, stamp = _LATEST.get(path, (None, None)) if version is None else (None, None)
+    if known is not None and _stamp(path, known.version()) != stamp:
+        # the table went back (restored from a backup) or was made anew: open afresh
+        del _LATEST[path]
         known = None
     if known is not None:
         try:
             if not _has_newer_commit(path, known.version()):
                 return known
             known.update_incremental()
+            _LATEST[path] = (known, _stamp(path, known.version()))
             return known
         except DeltaError:
             del _LATEST[path]  # the log changed under us (e.g. cleaned up): open afresh
@@ -192,7 +199,7 @@ def _open(path: str, version: int | None = None) -> DeltaTable:
             raise errors.VersionNotFoundError(path, f"version {version}", str(exc)) from exc
         raise errors.DamagedTableError(path, damaged or _first_line(exc)) from exc
     if version is None:
-        _LATEST[path] = table
+        _LATEST[path] = (table, _stamp(path, table.version()))
     return table
 
 
@@ -226,10 +233,18 @@ def _log_entry(path: str, version: int) -> str:
     return storage.join(path, "_delta_log", f"{version:020d}.json")
 
 
-def _version_gone(path: str, version: int) -> bool:
-    """Whether a local table no longer has ``version``'s commit file (a table replaced by
-    an older copy of itself, or log cleanup past a handle kept that long)."""
-    return storage.is_local(path) and not os.path.exists(_log_entry(path, version))
+def _stamp(path: str, version: int) -> tuple[int, int] | None:
+    """For a local table, what tells ``version``'s commit file from another one of that
+    version (its inode and modification time); None where it is gone, or not local.
+    A handle whose stamp changed belongs to a table replaced (by an older copy of itself,
+    or by a new table at the same path) or cleaned up past it."""
+    if not storage.is_local(path):
+        return None
+    try:
+        found = os.stat(_log_entry(path, version))
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
 
 
 def _has_newer_commit(path: str, version: int) -> bool:
@@ -252,3 +267,64 @@ def _checkpointed(path: str) -> int | None:
         return None if found is None else int(json.loads(found)["version"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def file_stats(metadata: pq.FileMetaData, columns: Collection[str]) -> str:
+    """A Parquet file's Delta statistics (numRecords; min, max and nullCount of
+    ``columns``), from its footer."""
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for index in range(metadata.num_columns):
+        name = metadata.schema.column(index).path
+        if name not in columns:
+            continue  # nested fields and partition columns
+        chunks = [metadata.row_group(g).column(index).statistics
+                  for g in range(metadata.num_row_groups)]
+        if not chunks or any(s is None for s in chunks):
+            continue
+        nulls[name] = sum(s.null_count for s in chunks)
+        if all(s.has_min_max for s in chunks):
+            if chunks[0].logical_type.type == "TIMESTAMP":  # raw: .min imports pandas
+                kind = json.loads(chunks[0].logical_type.to_json())
+                lo = _timestamp(min(s.min_raw for s in chunks), kind, ceiling=False)
+                hi = _timestamp(max(s.max_raw for s in chunks), kind, ceiling=True)
+            else:
+                lo = _stat_value(min(s.min for s in chunks))
+                hi = _stat_value(max(s.max for s in chunks))
+            if lo is not None and hi is not None:
+                low[name], high[name] = lo, hi
+    return json.dumps({"numRecords": metadata.num_rows, "minValues": low,
+                       "maxValues": high, "nullCount": nulls})
+
+
+def _timestamp(raw: int, kind: Mapping[str, Any], *, ceiling: bool) -> str:
+    """A Parquet timestamp statistic in Delta's form, to the microsecond (a nanosecond
+    maximum rounded up, so that it still bounds the column)."""
+    unit = kind["timeUnit"]
+    micros = raw * 1000 if unit == "milliseconds" else raw if unit == "microseconds" \
+        else -(-raw // 1000) if ceiling else raw // 1000
+    value = (_EPOCH + dt.timedelta(microseconds=micros)).isoformat(timespec="microseconds")
+    return value + "Z" if kind["isAdjustedToUTC"] else value
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _stat_value(value: Any) -> Any:
+    if isinstance(value, (bool, bytes)):
+        return None
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            return value.isoformat(timespec="microseconds")
+        utc = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return utc.isoformat(timespec="microseconds") + "Z"
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, str):
+        return value if len(value) <= MAX_STRING_STAT else None
+    return None
