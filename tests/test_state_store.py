@@ -152,6 +152,8 @@ def test_runs_written_by_schema_version_1_are_upgraded(tmp_path):
     old, new = store.runs("a")
     assert (old.run_id, old.inputs, old.outputs) == ("old", {}, {})
     assert new == run("a", 2)
+    # the new columns went in delta-rs's own file: none written beside it is left
+    assert len(list(Path(store.path(RUNS)).glob("*.parquet"))) == 2
 
 
 def test_a_run_shows_its_newest_status(tmp_path):

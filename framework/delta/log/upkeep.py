@@ -94,10 +94,12 @@ def append_rows(path: str, rows: pa.Table, *, upkeep: Upkeep | None = None,
 
     def commit(table: DeltaTable) -> int:  # through the open table: no log replay
         if set(rows.schema.names) - {f.name for f in table.schema().fields}:
-            # new columns (a newer deltamark's rows): delta-rs merges the schema
+            # new columns (a newer deltamark's rows): delta-rs merges the schema, and
+            # writes the rows in a file of its own
             write_deltalake(table, rows, mode="append", schema_mode="merge",
                             commit_properties=_commit_properties(txn, user_metadata, write_id),
                             post_commithook_properties=hooks)
+            storage.delete(storage.join(path, added.relative_path))
         else:
             table.create_write_transaction(
                 [AddAction(added.relative_path, added.size, {}, added.modification_time_ms,
