@@ -262,9 +262,12 @@ def test_a_moved_module_s_old_path_still_imports_and_runs_with_a_warning():
                "with warnings.catch_warnings(record=True) as said:\n"
                "    from framework import runner, job_config\n"
                "    from framework.spark import spark_session\n"
+               "    from framework.admin import rewind\n"
                "from framework.run import runner as now, spec\n"
                "from framework.spark.session import spark_session as session\n"
+               "from framework.ops import actions\n"
                "assert runner is now and job_config is spec and spark_session is session\n"
+               "assert rewind is actions.rewind\n"
                "print('|'.join(str(w.message).split(';')[0] for w in said))\n")
     done = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True,
                           timeout=60)
@@ -272,7 +275,8 @@ def test_a_moved_module_s_old_path_still_imports_and_runs_with_a_warning():
     assert done.stdout.strip().split("|") == [
         "framework.runner is now framework.run.runner",
         "framework.job_config is now framework.run.spec",
-        "framework.spark.spark_session is now framework.spark.session.spark_session"]
+        "framework.spark.spark_session is now framework.spark.session.spark_session",
+        "framework.admin is now framework.ops.admin"]
 
 
 def invoke_wide(*args):
