@@ -262,12 +262,12 @@ def test_a_moved_module_s_old_path_still_imports_and_runs_with_a_warning():
                "with warnings.catch_warnings(record=True) as said:\n"
                "    from framework import runner, job_config\n"
                "    from framework.spark import spark_session\n"
-               "    from framework.admin import rewind\n"
+               "    from framework.admin import rewind, require_job\n"
                "from framework.run import runner as now, spec\n"
                "from framework.spark.session import spark_session as session\n"
-               "from framework.ops import actions\n"
+               "from framework.ops import actions, admin\n"
                "assert runner is now and job_config is spec and spark_session is session\n"
-               "assert rewind is actions.rewind\n"
+               "assert rewind is actions.rewind and require_job is admin.require_job\n"
                "print('|'.join(str(w.message).split(';')[0] for w in said))\n")
     done = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True,
                           timeout=60)

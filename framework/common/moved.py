@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 from types import CodeType, ModuleType
 
-__all__ = ["MOVED", "old_paths_importable"]
+__all__ = ["MOVED", "SPLIT", "old_paths_importable"]
 
 #: a module's old path -> where it lives now
 MOVED = {
@@ -52,6 +52,9 @@ MOVED = {
     "framework.quality.dqdl_syntax": "framework.quality.dqdl.syntax",
 }
 
+#: an old module split in two: its old path holds the names of both new modules
+SPLIT = {"framework.admin": "framework.ops.actions"}
+
 
 class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds an old path (after every other finder) and loads it as the new module."""
@@ -61,8 +64,15 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self) if fullname in MOVED else None
 
     def exec_module(self, module: ModuleType) -> None:
-        # the import statement returns what sys.modules holds once this ends: the new module
-        sys.modules[module.__name__] = importlib.import_module(_moved(module.__name__))
+        # the import statement returns what sys.modules holds once this ends: the new
+        # module, or for a split one the old module holding the names of both
+        new = importlib.import_module(_moved(module.__name__))
+        if (other := SPLIT.get(module.__name__)) is None:
+            sys.modules[module.__name__] = new
+            return
+        for part in (new, importlib.import_module(other)):
+            module.__dict__.update({name: value for name, value in vars(part).items()
+                                    if not name.startswith("__")})
 
     def get_code(self, fullname: str) -> CodeType:
         """``python -m <old path>``: runs the new module as ``__main__``."""

@@ -23,20 +23,6 @@ from state_tables.store import StateStore
 __all__ = ["SET_BOOKMARK", "bookmark_history", "describe_bookmarks", "describe_write",
            "glue_bookmark_entry", "no_state", "require_job", "require_workflow"]
 
-#: what ``framework.admin`` (0.1) held that is ``framework.ops.actions`` now: still reached
-#: here, imported when first asked for (a skip and the read-only commands import none)
-_MOVED_TO_ACTIONS = frozenset({"Repair", "RepairedRun", "Rewind", "abort_run", "repair",
-                               "reset", "rewind", "set_bookmark"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_ACTIONS:
-        from framework.ops import actions
-
-        return getattr(actions, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: the argument a run that set a bookmark by hand (``set_bookmark``) records, saying what
 SET_BOOKMARK = "--set-bookmark"
 
