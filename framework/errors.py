@@ -18,6 +18,7 @@ from state_tables.errors import DeltamarkError, ReadOnlySqlError, StateSchemaErr
 
 __all__ = [
     "BookmarkOptionError",
+    "CatalogError",
     "ChangesUnavailableError",
     "ConcurrentRunError",
     "ConfigError",
@@ -472,6 +473,15 @@ class SchemaMismatchError(DeltaTableError):
     def __init__(self, path: str, differences: Sequence[str], hint: str):
         self.differences = tuple(differences)
         super().__init__(path, f"schema mismatch: {'; '.join(self.differences)}. {hint}")
+
+
+class CatalogError(DeltamarkError):
+    """A table named by its catalog name that the Spark session's catalog cannot give as
+    asked (no such table or database, a view, another format); ``table`` names it."""
+
+    def __init__(self, table: str, message: str):
+        self.table = table
+        super().__init__(f"table {table}: {message}")
 
 
 class IcebergError(DeltamarkError):

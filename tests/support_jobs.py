@@ -132,6 +132,17 @@ class DeltaCopy(IncrementalJob):
         ctx.write_delta(df, ctx.params["target"])
 
 
+class NamedCopy(IncrementalJob):
+    """Landing files, or the catalog's Delta table ``source_table``, -> the catalog's Delta
+    table ``target_table`` (at ``location``, when new)."""
+
+    def run(self, ctx):
+        p = ctx.params
+        df = (ctx.read_delta(table=p["source_table"], transformation_ctx="src")
+              if "source_table" in p else read(ctx))
+        ctx.write_delta(df, table=p["target_table"], location=p.get("location"))
+
+
 class WatermarkOn(IncrementalJob):
     """Watermarks ``column`` of the rows the SQL query ``rows`` gives."""
 

@@ -6,7 +6,8 @@ import typer
 
 from framework.cli._common import library_errors, options
 
-app = typer.Typer(help="The state tables themselves: repair, vacuum.", no_args_is_help=True)
+app = typer.Typer(help="The state tables themselves: repair, vacuum, register.",
+                  no_args_is_help=True)
 
 
 @app.command("repair")
@@ -57,3 +58,25 @@ def vacuum(ctx: typer.Context) -> None:
                    f"{after / 1e6:.2f} MB{copies}")
     typer.echo(f"Files unneeded for less than {retention_hours} hour(s) "
                "(state_retention_hours) stay until then.")
+
+
+@app.command("register")
+def register(
+    ctx: typer.Context,
+    database: Annotated[str, typer.Option("--database", help="The database to register "
+                                          "them in (created when missing).")],
+    catalog: Annotated[str | None, typer.Option(
+        "--catalog", help="The Spark catalog of the database (default: the session's).")
+    ] = None,
+) -> None:
+    """Enter the state tables (runs, bookmarks, processed_files) and the views of
+    deltamark sql (current_runs, current_bookmarks) in the Spark session's catalog, as
+    external tables over the state root: the platform's Spark SQL then queries
+    DATABASE.runs. Idempotent; the state is neither moved nor written."""
+    from framework.ops.catalog import register_state  # starts Spark
+
+    with library_errors(ctx):
+        done = register_state(options(ctx).settings(), database, catalog_name=catalog)
+    for entry in done:
+        where = f" -> {entry.location}" if entry.location else ""
+        typer.echo(f"{entry.name}: {entry.done}{where}")

@@ -8,6 +8,7 @@ exactly-once Delta commits of the run.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -17,6 +18,7 @@ from framework.glue.active_run import active_run
 from framework.glue.api import GlueApi
 from framework.glue.catalog import catalog_table
 from framework.glue.dynamicframe import DynamicFrame
+from framework.spark import catalog
 from framework.spark.session import temporary_conf
 
 if TYPE_CHECKING:
@@ -36,6 +38,9 @@ _GLUE_ONLY_READ_OPTIONS = ("optimizePerformance",)
 _UNREAD_OPTIONS = {"jsonPath": "read the JSON whole and select the records with Spark on "
                                "toDF() (explode the array the path names)"}
 _DATABASES = ("postgresql", "mysql", "sqlserver", "oracle", "redshift", "jdbc")
+
+
+logger = logging.getLogger(__name__)
 
 
 class GlueContext(GlueApi):
@@ -66,9 +71,11 @@ class GlueContext(GlueApi):
 
     def getSink(self, connection_type: str = "s3", path: str = "",  # noqa: N802
                 partitionKeys: Sequence[str] = (), transformation_ctx: str = "",  # noqa: N803
-                **_: Any) -> Sink:
-        """Glue Studio's sink: ``setFormat``, ``setCatalogInfo``, ``writeFrame``."""
-        return Sink(self, connection_type, path, partitionKeys)
+                enableUpdateCatalog: bool = False, **_: Any) -> Sink:  # noqa: N803
+        """Glue Studio's sink: ``setFormat``, ``setCatalogInfo``, ``writeFrame``; with
+        ``enableUpdateCatalog``, each write enters the table in the Spark session's
+        catalog (or finds it there) and adds its new partitions."""
+        return Sink(self, connection_type, path, partitionKeys, update_catalog=enableUpdateCatalog)
 
     def purge_s3_path(self, s3_path: str, options: Mapping[str, Any] | None = None,
                       transformation_ctx: str = "") -> None:
@@ -88,13 +95,16 @@ class GlueContext(GlueApi):
 
 class Sink(GlueApi):
     """``glueContext.getSink(path=..., connection_type="s3", partitionKeys=[...])``, as Glue
-    Studio's scripts use it. ``setCatalogInfo`` is recorded but updates no catalog."""
+    Studio's scripts use it; ``setCatalogInfo`` names the catalog table that
+    ``enableUpdateCatalog`` keeps (Glue's ``UPDATE_IN_DATABASE``: the table's schema is
+    its files')."""
 
     glue_name = "glueContext.getSink(...)"
 
     def __init__(self, glue: GlueContext, connection_type: str, path: str,
-                 partition_keys: Sequence[str]):
+                 partition_keys: Sequence[str], *, update_catalog: bool = False):
         self._glue, self._connection_type = glue, connection_type
+        self._update_catalog = update_catalog
         self._options = {"path": path, "partitionKeys": list(partition_keys)}
         self._format: str | None = None
         self._format_options: dict[str, Any] = {}
@@ -108,9 +118,28 @@ class Sink(GlueApi):
         self.catalog_info = {"database": catalogDatabase, "table": catalogTableName}
 
     def writeFrame(self, dynamic_frame: DynamicFrame, **_: Any) -> DynamicFrame:  # noqa: N802
-        return self._glue.write_dynamic_frame.from_options(
+        written = self._glue.write_dynamic_frame.from_options(
             dynamic_frame, self._connection_type, self._options, format=self._format,
             format_options=self._format_options)
+        if self._update_catalog and self.catalog_info:
+            self._enter_in_catalog()
+        return written
+
+    def _enter_in_catalog(self) -> None:
+        """Enter the table ``setCatalogInfo`` names (once) and its new partitions, unless
+        the session's catalog is Spark's in-memory one: a script made in Glue Studio then
+        runs on a laptop unchanged."""
+        spark, info = self._glue.spark_session, self.catalog_info
+        name, kind = f"{info['database']}.{info['table']}", (self._format or "parquet").lower()
+        if not catalog.lasting(spark, name):
+            logger.warning("getSink(enableUpdateCatalog=True): %s not entered: the Spark "
+                           "session's catalog is its in-memory one", name)
+            return
+        catalog.lookup(spark, name)  # no such database: one line
+        catalog.register_location(
+            spark, name, storage.absolute(str(self._options["path"])),
+            format="delta" if kind == "delta" else _SINK_FORMATS.get(kind, kind),
+            partitioned=bool(self._options["partitionKeys"]))
 
 
 class _Reader(GlueApi):
@@ -184,7 +213,7 @@ class _Reader(GlueApi):
         options = dict(additional_options or {})
         predicates = [p for p in (options.pop("catalogPartitionPredicate", ""),
                                   push_down_predicate) if p]
-        table = catalog_table(self._glue._run.catalog, database, table_name,
+        table = catalog_table(self._glue._run, database, table_name,
                                "create_dynamic_frame")
         if table.format == "delta":
             return self.from_options("delta", {"path": table.location, **options},
@@ -292,7 +321,7 @@ class _Writer(GlueApi):
                      ) -> DynamicFrame:
         """Write ``frame`` to a table of the local catalog, as ``from_options`` writes its
         location (a Delta or Parquet table)."""
-        table = catalog_table(self._glue._run.catalog, database, table_name,
+        table = catalog_table(self._glue._run, database, table_name,
                                "write_dynamic_frame")
         return self.from_options(frame, "s3", {"path": table.location, **(
             additional_options or {})}, format=table.format)

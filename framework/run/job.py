@@ -15,6 +15,7 @@ protocol in ``framework.run.runner``).
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from framework.config import text_value
 from framework.delta import Filter, WriteMode, WriteResult
 from framework.delta.changes import ApplyChanges
+from framework.errors import JobError
 from framework.sinks.iceberg import WriteMode as IcebergWriteMode
 from framework.sources import delta as delta_source
 from framework.sources import files, jdbc
@@ -31,6 +33,7 @@ from framework.sources.files import FileFormat, ListingMode, RewritePolicy
 from framework.sources.files.malformed import BadRecords
 from framework.sources.files.schema_drift import EvolutionMode
 from framework.sources.iceberg import Expired, IcebergSource
+from framework.spark import catalog
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -155,14 +158,17 @@ class JobContext:
         return self._run.reads.files(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark)
 
-    def read_delta(self, table: str, *, transformation_ctx: str | None = None,
+    def read_delta(self, path: str | None = None, *, table: str | None = None,
+                   transformation_ctx: str | None = None,
                    bookmark: bool = True, change_feed: bool | None = None,
                    version: int | None = None,
                    starting_version: int | Literal["latest"] | None = None,
                    starting_timestamp: datetime | str | None = None,
                    bounded_files: int | None = None, bounded_size: int | None = None
                    ) -> DataFrame:
-        """Read what the Delta table ``table`` gained since this context's last run: the
+        """Read what the Delta table at ``path`` (or the catalog's ``table``: ``table``,
+        ``db.table`` or ``catalog.db.table``, through the Spark session's catalog) gained
+        since this context's last run: the
         versions after the bookmark, up to the one pinned when the read is planned: the
         appended rows or, from the Change Data Feed (``change_feed=None``: when the table
         has it), every change with ``_change_type``, ``_commit_version`` and
@@ -180,13 +186,17 @@ class JobContext:
 
         Raises:
             MissingContextError, TableNotFoundError, JobError (``version`` with a bookmarked read)
+            CatalogError: ``table`` is not a Delta table of the catalog (no such table or
+                database, a view, another format).
             SourceError: a bad option (named).
             ChangesUnavailableError: rows were changed in place and the table has no Change
                 Data Feed, the needed history is gone (reset the context to reload), or
                 the starting position is not in the table's history.
         """
+        where, named = self._path_or_table("read_delta", path, table)
+        location = self._run.reads.named_delta(where) if named else where
         source = delta_source.DeltaSource(
-            table, start=starting_version, starting_timestamp=starting_timestamp,
+            location, start=starting_version, starting_timestamp=starting_timestamp,
             bounded_files=bounded_files, bounded_size=bounded_size)
         return self._run.reads.delta(source, transformation_ctx=transformation_ctx,
                                     bookmark=bookmark, change_feed=change_feed, version=version)
@@ -275,7 +285,8 @@ class JobContext:
         return self._run.reads.last_watermark(transformation_ctx)
 
     def write_delta(
-        self, df: DataFrame, target: str, *, mode: WriteMode = "append",
+        self, df: DataFrame, target: str | None = None, *, table: str | None = None,
+        location: str | None = None, mode: WriteMode = "append",
         partition_by: Sequence[str] = (), replace_where: Sequence[Filter] = (),
         merge_schema: bool = False, merge_on: str | Sequence[str] = (), checks: str | None = None,
         keys: str | Sequence[str] = (), sequence_by: str | Sequence[str] = (),
@@ -283,8 +294,10 @@ class JobContext:
         scd_type: Literal[1, 2] = 1, track_history_columns: Sequence[str] | None = None,
         tombstone_retention: timedelta | None = None,
     ) -> WriteResult:
-        """Write ``df`` to the Delta table ``target`` in one commit carrying this run (a
-        replay of it is skipped; a target holding a run the state does not know, refused).
+        """Write ``df`` to the Delta table at ``target`` (or the catalog's ``table``) in one
+        commit carrying this run (a replay of it is skipped; a target holding a run the
+        state does not know, refused). A ``table`` the catalog lacks is made by the write
+        at ``location`` (default: its database's location) and entered in the catalog.
         No empty version: nothing is written of rows of no columns, or of no rows appended
         or merged in a run that read nothing new. A dry run writes (and checks) nothing.
 
@@ -314,7 +327,13 @@ class JobContext:
             SchemaMismatchError, WriteConflictError
             DeltaTableError: bad ``merge_on``.
             ChangeRecordsError: bad apply_changes options or change records.
+            CatalogError: ``table`` is not a Delta table (a view, another format), its
+                database does not exist, or the catalog cannot hold a new one.
         """
+        where, named = self._path_or_table("write_delta", target, table)
+        if location is not None and not named:
+            raise JobError(self.job_name, "write_delta: location= places a new table= "
+                           "of the catalog; a path is its own location.")
         changes = self._changes(
             mode == "apply_changes" or bool(keys) or bool(sequence_by), keys=keys,
             sequence_by=sequence_by, apply_as_deletes=apply_as_deletes,
@@ -322,9 +341,29 @@ class JobContext:
             track_history_columns=track_history_columns,
             tombstone_retention=tombstone_retention)
         return self._run.writes.delta(
-            df, target, mode=mode, partition_by=partition_by, replace_where=replace_where,
+            df, self._run.writes.named_delta(where, location) if named else where,
+            table=where if named else None, mode=mode, partition_by=partition_by,
+            replace_where=replace_where,
             merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on),
             changes=changes)
+
+    def _path_or_table(self, call: str, path: str | None, table: str | None
+                       ) -> tuple[str, bool]:
+        """A Delta table's path or its catalog name (one of them), and whether it is the
+        name. 0.1 named the path ``table``: a ``table`` that is no name is a path."""
+        if path is not None and table is None:
+            if catalog.is_name(path) and "." in path:
+                self.log.warning("%s(%r) is a path (a directory of that name); the catalog's "
+                                 "table of that name is table=%r", call, path, path)
+            return path, False
+        if path is None and table is not None:
+            if catalog.is_name(table):
+                return table, True
+            warnings.warn(f"{call}(table={table!r}): a path is the first argument now; "
+                          "table= is a catalog name", DeprecationWarning, stacklevel=3)
+            return table, False
+        raise JobError(self.job_name, f"{call}: give the table's path or its catalog name "
+                       "(table=), one of them.")
 
     def _changes(self, applied: bool, *, keys: str | Sequence[str],
                  sequence_by: str | Sequence[str], apply_as_deletes: str | None,

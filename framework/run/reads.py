@@ -25,6 +25,7 @@ from framework.sources.files import (
     malformed,
     schema_drift,
 )
+from framework.spark import catalog
 from framework.spark.lines import require_iceberg_runtime
 from framework.spark.session import named_column
 from state_tables.model import Watermark
@@ -156,6 +157,12 @@ class RunReads:
             self._quarantine(
                 self.spark.createDataFrame(rows, malformed.QUARANTINE_SCHEMA),
                 source.bad_records_table)
+
+    def named_delta(self, table: str) -> str:
+        """Where the catalog's Delta table ``table`` is (``JobContext.read_delta``)."""
+        location = catalog.require(self.spark, table).location
+        self.log.info("%s: the Delta table at %s", table, location)
+        return location
 
     def delta(self, source: delta_source.DeltaSource, *, transformation_ctx: str | None,
               bookmark: bool, change_feed: bool | None, version: int | None) -> DataFrame:

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from framework import iceberg
+from framework import iceberg, storage
 from framework.common.faults import crash_point
 from framework.delta import (
     AppTransaction,
@@ -19,8 +19,9 @@ from framework.delta import (
     Filter,
     WriteMode,
     WriteResult,
+    native_available,
 )
-from framework.errors import JobError
+from framework.errors import CatalogError, JobError
 from framework.quality.policy import RunChecks
 from framework.run.lineage import Dataset
 from framework.run.scope import RunScope
@@ -29,6 +30,7 @@ from framework.sinks import iceberg as iceberg_sink
 from framework.sinks import jdbc as jdbc_sink
 from framework.sinks import parquet
 from framework.sinks.delta import app_id
+from framework.spark import catalog
 from framework.spark.lines import require_iceberg_runtime
 from state_tables.model import RunOutput
 
@@ -67,17 +69,49 @@ class RunWrites:
         #: database writes staged, to land when the job's code has returned (targets)
         self._staged: list[str] = []
 
-    def delta(self, df: DataFrame, target: str, *, mode: WriteMode,
+    def named_delta(self, table: str, location: str | None) -> str:
+        """Where ``JobContext.write_delta`` writes the catalog's Delta table ``table``: its
+        location, or for a table the catalog lacks ``location`` (default: under its
+        database's location), which the write makes and then enters in the catalog.
+
+        Raises:
+            CatalogError: not a Delta table; a table elsewhere than ``location``; a new
+                table the catalog cannot hold (Spark's in-memory catalog, or a session
+                without Delta's jars: they enter a Delta table).
+        """
+        found = catalog.lookup(self.spark, table)
+        if found is not None:
+            where = catalog.checked(found).location
+            if location is not None and storage.absolute(location) != where:
+                raise CatalogError(table, f"it is at {where}, not at location={location} "
+                                   "(location= places a new table). Drop location=.")
+            return where
+        catalog.require_lasting(self.spark, table)
+        if not native_available(self.spark):
+            raise CatalogError(table, "not in the catalog, and a Spark session without "
+                               "Delta's jars (the embedded path) cannot enter a Delta table "
+                               "there. Create it once where they are (CREATE TABLE ... USING "
+                               "delta LOCATION '...'), or write to a path.")
+        where = storage.absolute(location) if location else catalog.new_location(
+            self.spark, table)
+        self.log.info("%s: a new Delta table at %s", table, where)
+        return where
+
+    def delta(self, df: DataFrame, target: str, *, table: str | None = None, mode: WriteMode,
                     partition_by: Sequence[str], replace_where: Sequence[Filter],
                     merge_schema: bool, merge_on: Sequence[str], checks: str | None,
                     changes: ApplyChanges | None = None) -> WriteResult:
-        """``JobContext.write_delta``."""
+        """``JobContext.write_delta`` to the table at ``target``; the catalog's ``table``
+        (``named_delta`` gave ``target``) is entered in the catalog once it exists."""
         write = functools.partial(
             self._write, target=target, mode=mode, partition_by=partition_by,
             replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
             changes=changes)
         self.scope.lineage.outputs[target] = Dataset.at_path(target, df.schema)
-        return self._checked_write(df, target, mode, checks, write)
+        result = self._checked_write(df, target, mode, checks, write)
+        if table is not None and not self.dry_run and self.scope.engine.version(target) is not None:
+            catalog.register_delta(self.spark, table, target)  # made now, or by a killed run
+        return result
 
     def files(self, df: DataFrame, target: str, *, file_format: str,
                     options: Mapping[str, str] | None, partition_by: Sequence[str],
