@@ -102,6 +102,10 @@ def test_a_job_reads_and_writes_delta_tables_by_name(spark, ws, tmp_path, databa
     with pytest.raises(JobFailedError, match="forgets a table when the run ends"):
         ws.run("new")
     assert not (tmp_path / "warehouse" / "fresh").exists()
+    ws.declare("bad", cls="NamedCopy", target_table="orders; DROP TABLE orders")
+    with pytest.raises(JobFailedError, match=r"table orders; DROP TABLE orders: not a table "
+                                             r"name: give table, db\.table or catalog"):
+        ws.run("bad")
 
 
 GLUE_SCRIPT = """\

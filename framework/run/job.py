@@ -350,14 +350,14 @@ class JobContext:
     def _path_or_table(self, call: str, path: str | None, table: str | None
                        ) -> tuple[str, bool]:
         """A Delta table's path or its catalog name (one of them), and whether it is the
-        name. 0.1 named the path ``table``: a ``table`` that is no name is a path."""
+        name. 0.1 named the path ``table``: a ``table`` with a ``/`` is a path."""
         if path is not None and table is None:
             if catalog.is_name(path) and "." in path:
                 self.log.warning("%s(%r) is a path (a directory of that name); the catalog's "
                                  "table of that name is table=%r", call, path, path)
             return path, False
         if path is None and table is not None:
-            if catalog.is_name(table):
+            if "/" not in table:  # a name (``catalog.require`` refuses one that is not)
                 return table, True
             warnings.warn(f"{call}(table={table!r}): a path is the first argument now; "
                           "table= is a catalog name", DeprecationWarning, stacklevel=3)
