@@ -168,12 +168,11 @@ class JobContext:
                    ) -> DataFrame:
         """Read what the Delta table at ``path`` (or the catalog's ``table``: ``table``,
         ``db.table`` or ``catalog.db.table``, through the Spark session's catalog) gained
-        since this context's last run: the
-        versions after the bookmark, up to the one pinned when the read is planned: the
-        appended rows or, from the Change Data Feed (``change_feed=None``: when the table
-        has it), every change with ``_change_type``, ``_commit_version`` and
-        ``_commit_timestamp``. ``bookmark=False`` reads the whole table, at ``version``
-        when given.
+        since this context's last run: the versions after the bookmark, up to the one
+        pinned when the read is planned: the appended rows or, from the Change Data Feed
+        (``change_feed=None``: when the table has it), every change with
+        ``_change_type``, ``_commit_version`` and ``_commit_timestamp``. ``bookmark=False``
+        reads the whole table, at ``version`` when given.
 
         Args:
             starting_version, starting_timestamp: where a context without a bookmark starts
