@@ -340,11 +340,9 @@ class JobContext:
             track_history_columns=track_history_columns,
             tombstone_retention=tombstone_retention)
         return self._run.writes.delta(
-            df, self._run.writes.named_delta(where, location) if named else where,
-            table=where if named else None, mode=mode, partition_by=partition_by,
-            replace_where=replace_where,
-            merge_schema=merge_schema, checks=checks, merge_on=_as_tuple(merge_on),
-            changes=changes)
+            df, where, named=named, location=location, mode=mode, partition_by=partition_by,
+            replace_where=replace_where, merge_schema=merge_schema, checks=checks,
+            merge_on=_as_tuple(merge_on), changes=changes)
 
     def _path_or_table(self, call: str, path: str | None, table: str | None
                        ) -> tuple[str, bool]:

@@ -69,10 +69,31 @@ class RunWrites:
         #: database writes staged, to land when the job's code has returned (targets)
         self._staged: list[str] = []
 
-    def named_delta(self, table: str, location: str | None) -> str:
-        """Where ``JobContext.write_delta`` writes the catalog's Delta table ``table``: its
-        location, or for a table the catalog lacks ``location`` (default: under its
-        database's location), which the write makes and then enters in the catalog.
+    def delta(self, df: DataFrame, target: str, *, named: bool = False,
+              location: str | None = None, mode: WriteMode, partition_by: Sequence[str],
+              replace_where: Sequence[Filter], merge_schema: bool, merge_on: Sequence[str],
+              checks: str | None, changes: ApplyChanges | None = None) -> WriteResult:
+        """``JobContext.write_delta`` to the table at ``target``, or with ``named`` to the
+        catalog's table ``target`` (``_named``), entered in the catalog once a write made
+        it."""
+        name, new = target, False
+        if named:
+            target, new = self._named(name, location)
+        write = functools.partial(
+            self._write, target=target, mode=mode, partition_by=partition_by,
+            replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
+            changes=changes)
+        self.scope.lineage.outputs[target] = Dataset.at_path(target, df.schema)
+        result = self._checked_write(df, target, mode, checks, write)
+        if new and not self.dry_run and self.scope.engine.version(target) is not None:
+            # made now, or by a run killed before it entered it
+            catalog.register_delta(self.spark, name, target)
+        return result
+
+    def _named(self, table: str, location: str | None) -> tuple[str, bool]:
+        """Where the catalog's Delta table ``table`` is, and whether the catalog lacks it:
+        then it goes to ``location`` (default: under its database's location), where the
+        write makes it.
 
         Raises:
             CatalogError: not a Delta table; a table elsewhere than ``location``; a new
@@ -85,7 +106,7 @@ class RunWrites:
             if location is not None and storage.absolute(location) != where:
                 raise CatalogError(table, f"it is at {where}, not at location={location} "
                                    "(location= places a new table). Drop location=.")
-            return where
+            return where, False
         catalog.require_lasting(self.spark, table)
         if not native_available(self.spark):
             raise CatalogError(table, "not in the catalog, and a Spark session without "
@@ -95,23 +116,7 @@ class RunWrites:
         where = storage.absolute(location) if location else catalog.new_location(
             self.spark, table)
         self.log.info("%s: a new Delta table at %s", table, where)
-        return where
-
-    def delta(self, df: DataFrame, target: str, *, table: str | None = None, mode: WriteMode,
-                    partition_by: Sequence[str], replace_where: Sequence[Filter],
-                    merge_schema: bool, merge_on: Sequence[str], checks: str | None,
-                    changes: ApplyChanges | None = None) -> WriteResult:
-        """``JobContext.write_delta`` to the table at ``target``; the catalog's ``table``
-        (``named_delta`` gave ``target``) is entered in the catalog once it exists."""
-        write = functools.partial(
-            self._write, target=target, mode=mode, partition_by=partition_by,
-            replace_where=replace_where, merge_schema=merge_schema, merge_on=merge_on,
-            changes=changes)
-        self.scope.lineage.outputs[target] = Dataset.at_path(target, df.schema)
-        result = self._checked_write(df, target, mode, checks, write)
-        if table is not None and not self.dry_run and self.scope.engine.version(target) is not None:
-            catalog.register_delta(self.spark, table, target)  # made now, or by a killed run
-        return result
+        return where, True
 
     def files(self, df: DataFrame, target: str, *, file_format: str,
                     options: Mapping[str, str] | None, partition_by: Sequence[str],
