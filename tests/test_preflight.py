@@ -4,10 +4,12 @@ reads nothing writes no empty target version."""
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +20,7 @@ from deltalake import write_deltalake
 from framework.common.faults import CRASH_ENV
 from framework.delta import log
 from framework.errors import JobFailedError
+from framework.run import slots
 
 
 def test_nothing_new_is_skipped_and_touches_nothing(ws):
@@ -69,6 +72,36 @@ def test_a_skipped_run_starts_no_jvm_and_imports_only_what_it_needs(ws):
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1, err
     assert "Spark could not start its JVM. Check that Java 17 is installed" in err, err
+
+
+def test_runs_started_at_once_take_turns_for_the_machine_s_run_slots(ws, monkeypatch):
+    """A ``deltamark run`` waits, asleep and before it loads its libraries, for one of the
+    machine's run slots; a skip holds it to its end, a real run gives it back when it
+    starts Spark."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(ws.root))
+    monkeypatch.setenv(slots.SLOTS_ENV, "1")
+    slot = os.path.join(slots.directory(), "0.lock")
+    ws.declare()
+    ws.land()
+    slots.take()  # this process holds the machine's one slot
+    assert ws.run().status == "succeeded"
+    with open(slot) as other:  # the run gave it back: another holder can take it
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        waiting = ws.start_run("copy")
+        deadline = time.monotonic() + 60
+        while f"-> FLOCK  ADVISORY  WRITE {waiting.pid} " not in Path("/proc/locks").read_text():
+            assert waiting.poll() is None and time.monotonic() < deadline, "it did not wait"
+            time.sleep(0.05)
+        assert "libarrow" not in Path(f"/proc/{waiting.pid}/maps").read_text()
+        assert [r.status for r in ws.store.runs("copy")] == ["succeeded"]
+    out, err = waiting.communicate(timeout=60)  # the slot is free: it goes on
+    assert waiting.returncode == 0, err
+    assert "skipped run 2" in out
+    monkeypatch.setenv(slots.SLOTS_ENV, "two")
+    wrong = ws.start_run("copy")
+    assert wrong.communicate(timeout=60)[1].strip() == (
+        "Error: DELTAMARK_RUN_SLOTS='two' is not a whole number of run slots (0: no limit)")
+    assert wrong.returncode == 1
 
 
 def test_dry_run_says_it_would_skip_and_records_nothing(ws):

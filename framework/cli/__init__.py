@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 runtime error (one line on stderr), 2 usage error, 128 + N for
 a run stopped by signal N.
-Read-only commands never import pyspark, so they start no JVM.
+Read-only commands never import pyspark, so they start no JVM. ``deltamark run`` takes
+one of the machine's run slots (``framework.run.slots``) before it loads the commands.
 """
 
 import os
@@ -14,67 +15,59 @@ import os
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 import atexit
+import signal
 import sys
 import threading
-from pathlib import Path
-from typing import Annotated, NoReturn
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
+from framework.run import slots
 
-from framework.cli import bookmarks, dq, runs, server, state, watermarks, workflow
-from framework.cli._coercion import Group
-from framework.cli._common import CliOptions
-from framework.cli.metrics import metrics
-from framework.cli.run import run
-from framework.cli.sql import sql
-from framework.cli.ui import ui
+if TYPE_CHECKING:
+    from framework.cli.commands import app as app
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    name="deltamark",
-    cls=Group,  # values coerced without importing pydantic
-    help="Glue-style job bookmarks for PySpark, with the state in Delta tables.",
-    no_args_is_help=True,
-    # help texts are Markdown: a paragraph's line breaks are not kept (typer's Rich mode
-    # keeps them, breaking the wrapped lines of every docstring), in every command group
-    rich_markup_mode="markdown",
-    pretty_exceptions_show_locals=False,
-)
-app.add_typer(runs.app, name="runs")
-app.add_typer(bookmarks.app, name="bookmarks")
-app.add_typer(watermarks.app, name="watermarks")
-app.add_typer(dq.app, name="dq")
-app.add_typer(workflow.app, name="workflow")
-app.add_typer(server.app, name="server")
-app.add_typer(state.app, name="state")
-app.command("run")(run)
-app.command("sql")(sql)
-app.command("ui")(ui)
-app.command("metrics")(metrics)
-
-
-@app.callback()
-def _global_options(
-    ctx: typer.Context,
-    conf_dir: Annotated[Path | None, typer.Option(
-        help="Configuration directory (env: DELTAMARK_CONF_DIR; default: conf).")] = None,
-    state_root: Annotated[str | None, typer.Option(
-        help="Where the state tables live, a path or s3:// URI (env: DELTAMARK_STATE_ROOT)."
-    )] = None,
-    debug: Annotated[bool, typer.Option(help="Show tracebacks of errors.")] = False,
-) -> None:
-    # ctx.obj: the command line main() was given (None for a caller of the app)
-    ctx.obj = CliOptions(conf_dir=conf_dir, state_root=state_root, debug=debug,
-                         argv=ctx.obj)
+#: the global options that take a value (framework.cli.commands)
+_VALUED_OPTIONS = ("--conf-dir", "--state-root")
 
 
 def main() -> None:
+    """The ``deltamark`` executable."""
+    argv = tuple(sys.argv[1:])
+    if _command(argv) == "run" and "--help" not in argv:
+        try:
+            slots.take()
+        except ValueError as exc:
+            _exit(f"Error: {exc}")
+        except KeyboardInterrupt:  # stopped while it waited: nothing ran
+            _exit(128 + signal.SIGINT)
+    from framework.cli.commands import app
+
     try:
-        app(obj=tuple(sys.argv[1:]))
+        app(obj=argv)
     except SystemExit as exc:
         _exit(exc.code)
     _exit(0)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # loaded on first use: main() may wait for a run slot first
+        from framework.cli.commands import app
+
+        return app
+    raise AttributeError(f"module 'framework.cli' has no attribute {name!r}")
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (its first word after the global options)."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def _exit(code: str | int | None) -> NoReturn:

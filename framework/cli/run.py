@@ -18,6 +18,7 @@ from framework.common import humanize
 from framework.config import Settings
 from framework.errors import RunStopped
 from framework.ops import admin
+from framework.run import slots
 from framework.sources import files
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ def _on_server(settings: Settings, argv: tuple[str, ...]) -> int | None:
 
     if (server := find_server(settings)) is None:
         return None
+    slots.give_back()  # the server's process runs the command
     process = server.run(argv, env=os.environ, cwd=os.getcwd(), stdin=0, stdout=1, stderr=2)
     forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, lambda signum, _: process.send_signal(signum))

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from framework.config import Settings
 from framework.errors import BookmarkOptionError
 from framework.jdbc import settings_connections
-from framework.run import preflight
+from framework.run import preflight, slots
 from framework.run.modes import BookmarkOptions
 from framework.run.plan import RunIdentity, WorkflowRun
 from framework.run.spec import JobSpec, load_job
@@ -148,6 +148,7 @@ def run_job(
             return _skip(ahead, spec, run_id, params, options, fingerprint, store,
                          dry_run=dry_run, started=started)
         logger.info("%s: %s: starting the run", job, ahead.reason)
+        slots.give_back()  # a real run's work is Spark's to schedule
         _ = spec.job_class  # the job's module, imported now: an error before Spark starts
         # a run's modules: not a skip's
         from framework.run.commit import execute

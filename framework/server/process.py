@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 #: the module of the commands a server runs: the deltamark executable's Typer ``app``,
 #: imported by name in each command as the executable imports it (the CLI sits above the
 #: server: it starts servers and sends them its commands)
-COMMANDS = "framework.cli"
+COMMANDS = "framework.cli.commands"
 #: what every forked command would import: imported once, here
 PRELOAD = (COMMANDS, "framework.run.runner", "framework.spark.session",
            "framework.delta.native", "framework.delta.embedded", "framework.sources.files",
