@@ -51,4 +51,3 @@ def _global_options(
     # ctx.obj: the command line main() was given (None for a caller of the app)
     ctx.obj = CliOptions(conf_dir=conf_dir, state_root=state_root, debug=debug,
                          argv=ctx.obj)
-
